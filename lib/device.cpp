@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "gpufan/device.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace gpufan {
+
+const char *DeviceKindName(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kCuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
+Device Device::Cpu(int index) {
+  Device device;
+  device.kind = DeviceKind::kCpu;
+  device.index = index;
+  device.name = "cpu:" + std::to_string(index);
+  return device;
+}
+
+std::string Device::Describe() const {
+  std::string text = name.empty() ? std::string(DeviceKindName(kind)) + ":" +
+                                        std::to_string(index)
+                                  : name;
+  if (numa_node >= 0)
+    text += " (numa " + std::to_string(numa_node) + ")";
+  return text;
+}
+
+DeviceRegistry DeviceRegistry::Discover() {
+  DeviceRegistry registry;
+  // hardware_concurrency() may return 0 when it cannot tell: one lane still
+  // works.
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  registry.devices_.reserve(cpus);
+  for (unsigned i = 0; i < cpus; ++i)
+    registry.devices_.push_back(Device::Cpu(static_cast<int>(i)));
+  return registry;
+}
+
+size_t DeviceRegistry::cpu_count() const {
+  return static_cast<size_t>(std::count_if(
+      devices_.begin(), devices_.end(),
+      [](const Device& d) { return d.kind == DeviceKind::kCpu; }));
+}
+
+size_t DeviceRegistry::gpu_count() const {
+  return static_cast<size_t>(std::count_if(
+      devices_.begin(), devices_.end(),
+      [](const Device& d) { return d.kind == DeviceKind::kCuda; }));
+}
+
+Device DeviceRegistry::DefaultForLane(uint32_t lane_index) const {
+  std::vector<const Device *> pool;
+  const size_t gpus = gpu_count();
+  for (const Device& d : devices_) {
+    if ((gpus > 0) == (d.kind == DeviceKind::kCuda))
+      pool.push_back(&d);
+  }
+  // A default-constructed registry has no devices: fall back to a CPU lane.
+  if (pool.empty())
+    return Device::Cpu(0);
+  return *pool[lane_index % pool.size()];
+}
+
+}  // namespace gpufan

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Scheduling policies: which lane gets the next item.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "gpufan/prelude.h"
+
+namespace gpufan {
+
+enum class Policy {
+  kRoundRobin,   // strict turn over eligible lanes; waits for the lane in turn
+  kLeastLoaded,  // fewest outstanding items (queued + being processed)
+  kWeighted,     // smooth weighted round-robin over the lanes' static weights
+  kAdaptive,     // earliest expected completion with learned service times
+};
+
+// Nicks used by the GStreamer enum and by ParsePolicy: "round-robin",
+// "least-loaded", "weighted", "adaptive".
+GPUFAN_API const char* PolicyName(Policy policy);
+GPUFAN_API std::optional<Policy> ParsePolicy(std::string_view nick);
+
+// What the scheduler sees of one lane at the moment of a pick.
+struct LaneLoad {
+  uint32_t lane = 0;           // lane id (the pad index)
+  bool eligible = true;        // linked, not failed, not ended
+  bool has_room = true;        // its queue can take one more item
+  uint32_t outstanding = 0;    // dispatched, not yet completed
+  double weight = 1.0;         // kWeighted; <= 0 excludes the lane
+  int64_t service_ns = 0;      // learned service time; 0 = not known yet
+  int64_t head_started_ns = -1;  // when the oldest outstanding item started; -1 none
+};
+
+enum class PickStatus {
+  kLane,  // dispatch to Pick::lane now
+  kWait,  // lanes exist but the chosen one (or all) has no room: wait, retry
+  kNone,  // no eligible lane at all
+};
+
+struct Pick {
+  PickStatus status = PickStatus::kNone;
+  uint32_t lane = 0;  // valid for kLane
+};
+
+// Not thread-safe: Session calls it under its lock. Deterministic for a given
+// sequence of inputs (no clock, no randomness inside).
+class GPUFAN_API Scheduler {
+ public:
+  explicit Scheduler(Policy policy = Policy::kAdaptive);
+
+  Policy policy() const { return policy_; }
+  void SetPolicy(Policy policy);
+
+  // Chooses a lane. `lanes` is ordered by lane id. A kLane result commits the
+  // choice (advances round-robin cursors); kWait and kNone change nothing.
+  // kAdaptive also answers kWait when a full lane whose current item is not
+  // yet overdue would finish the item more than one of its service times
+  // earlier than the best lane with room.
+  Pick Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns);
+
+  // Adaptive score of one lane: the expected completion time of one more item,
+  // max(now, busy_until) + (outstanding - 1)^+ * t + t, where busy_until is
+  // when the item in progress should end. `fallback_ns` stands in for an
+  // unknown service time. Exposed for tests and for the stats.
+  static int64_t ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
+                                      int64_t fallback_ns);
+
+  // Drops per-lane cursor state (call when the lane set changes).
+  void ResetCursors();
+
+ private:
+  Pick ChooseRoundRobin(const std::vector<LaneLoad>& lanes);
+  Pick ChooseLeastLoaded(const std::vector<LaneLoad>& lanes);
+  Pick ChooseWeighted(const std::vector<LaneLoad>& lanes);
+  Pick ChooseAdaptive(const std::vector<LaneLoad>& lanes, int64_t now_ns);
+
+  Policy policy_;
+  uint32_t rr_next_lane_ = 0;  // lane id whose turn it is (or the next above)
+  uint32_t tie_rotation_ = 0;  // spreads ties in least-loaded and adaptive
+  std::vector<std::pair<uint32_t, double>> wrr_current_;  // lane id -> credit
+};
+
+}  // namespace gpufan

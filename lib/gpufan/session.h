@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// A Session ties one fan-out to its fan-in: it numbers items, picks their lane
+// (Scheduler), tracks what is in flight where, learns service times from
+// completions, and releases items in input order (ReorderWindow).
+//
+// Thread-safety: every public method is thread-safe (one internal mutex).
+// Blocking methods (Dispatch, WaitOutput) return early on SetFlushing(true).
+// Callers must not hold a lock of their own that another Session caller may
+// need while they block here. Payloads the session gives up (late arrivals,
+// Reset) are destroyed under its lock: a Payload destructor must not call
+// back into the Session.
+//
+// Lifecycle of an item:
+//   fan-out  Dispatch()            -> seq on a lane (queued)
+//   worker   MarkStarted()         -> the lane worker pushes it into its branch
+//   worker   OnPushed()            -> push result; completes items no fan-in waits for
+//   fan-in   Arrive()              -> came out of the branch (completes it)
+//   fan-in   TakeReady()           -> leaves in input order
+// A lane is *claimed* once a fan-in has paired with it (ClaimLane); only items
+// dispatched to a claimed lane are awaited by the reorder window.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gpufan/clock.h"
+#include "gpufan/device.h"
+#include "gpufan/payload.h"
+#include "gpufan/prelude.h"
+#include "gpufan/reorder-window.h"
+#include "gpufan/scheduler.h"
+#include "gpufan/service-time.h"
+#include "gpufan/stats.h"
+
+namespace gpufan {
+
+constexpr int64_t kNoTime = -1;
+
+struct SessionConfig {
+  Policy policy = Policy::kAdaptive;
+  uint32_t lane_queue_size = 4;   // items queued per lane before it counts as full
+  // 0: automatic, lanes * (lane_queue_size + 2). When the limit is reached
+  // while the window waits for a head whose lane is idle (its branch may have
+  // dropped it), that lane still gets items, up to lane_queue_size + 1
+  // outstanding and as many in flight beyond the limit: only a later item on
+  // a FIFO lane proves the drop.
+  uint32_t max_in_flight = 0;
+  int64_t stall_timeout_ns = 2'000'000'000;  // fan-in's bounded wait for a head item
+};
+
+enum class DispatchStatus {
+  kOk,
+  kFlushing,  // SetFlushing(true) while waiting
+  kNoLanes,   // no eligible lane
+};
+
+struct Dispatch {
+  DispatchStatus status = DispatchStatus::kNoLanes;
+  uint32_t lane = kNoLane;
+  uint64_t seq = 0;
+  bool awaited = false;  // a fan-in waits for this item (the lane is claimed)
+};
+
+enum class PushOutcome {
+  kDelivered,  // the branch took it
+  kDropped,    // flushing / not linked: not delivered, not an error
+  kFailed,     // the branch returned an error
+};
+
+enum class ArrivalStatus {
+  kAccepted,   // stored in the window (or matched an unawaited item)
+  kLate,       // its slot had been given up: drop it
+  kUnmatched,  // no outstanding item matches: it is attached to the next release
+};
+
+struct Arrival {
+  ArrivalStatus status = ArrivalStatus::kAccepted;
+  uint64_t seq = 0;
+};
+
+struct ReadyBatch {
+  std::vector<Released> items;  // in output order
+  uint64_t generation = 0;      // pass to WaitOutput
+};
+
+class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
+ public:
+  static std::shared_ptr<Session> Create(SessionConfig config = {},
+                                         std::shared_ptr<Clock> clock = nullptr);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  uint64_t id() const { return id_; }  // unique in this process
+  const Clock& clock() const { return *clock_; }
+
+  // --- configuration ---
+  void SetPolicy(Policy policy);
+  Policy policy() const;
+  void SetLaneQueueSize(uint32_t size);   // >= 1
+  void SetMaxInFlight(uint32_t limit);    // 0: automatic
+  uint32_t EffectiveMaxInFlight() const;
+  void SetStallTimeout(int64_t ns);       // > 0
+  int64_t stall_timeout_ns() const;
+
+  // --- lanes (lane ids are the fan-out's src pad indices) ---
+  void AddLane(uint32_t lane, const Device& device, double weight = 1.0);
+  // Forgets the lane; its outstanding items are dropped.
+  void RemoveLane(uint32_t lane);
+  bool HasLane(uint32_t lane) const;
+  void SetLaneWeight(uint32_t lane, double weight);
+  // Ineligible lanes get no new items (unlinked, failed, ended, flushing).
+  void SetLaneEligible(uint32_t lane, bool eligible);
+  // A fan-in waits for the lane's items from now on.
+  void ClaimLane(uint32_t lane);
+  bool IsLaneClaimed(uint32_t lane) const;
+
+  // --- fan-out side ---
+  // Waits (flush-aware) until the in-flight limit and a lane's queue allow one
+  // more item, then picks the lane and records the item. `pts_ns` (or kNoTime)
+  // identifies the item on its lane if the branch loses the sequence number.
+  Dispatch DispatchItem(int64_t pts_ns);
+  // Like DispatchItem but never waits: std::nullopt when it would have to.
+  std::optional<Dispatch> TryDispatchItem(int64_t pts_ns);
+  // The lane worker takes the item out of its queue and starts pushing it.
+  void MarkStarted(uint32_t lane, uint64_t seq);
+  // The push into the branch returned. Completes unawaited items.
+  void OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
+  // Serialized events: the fan-out records where in the item sequence an event
+  // (identified by its seqnum) happened, the fan-in places it there.
+  uint64_t MarkEventPosition(uint32_t event_key);
+  std::optional<uint64_t> EventPosition(uint32_t event_key) const;
+
+  // --- fan-in side ---
+  // An item came out of lane `lane`'s branch. With `seq` known (the meta
+  // survived) it is matched directly; otherwise by `pts_ns` among the lane's
+  // outstanding items, else the lane's oldest (each lane is FIFO). Earlier
+  // outstanding items of the same lane are declared dropped.
+  Arrival Arrive(uint32_t lane, std::optional<uint64_t> seq, int64_t pts_ns,
+                 PayloadPtr payload);
+  // Attaches a payload (an event) to leave right before item `seq`.
+  void AttachBefore(uint64_t seq, PayloadPtr payload);
+  // The lane ended (EOS): its outstanding items are gone.
+  void LaneEnded(uint32_t lane);
+  // Releases what may leave now, in order, applying the stall timeout to a
+  // pending head. Never blocks.
+  ReadyBatch TakeReady();
+  // Blocks until the generation moves past `generation` (an arrival, a drop, a
+  // wake, flushing), the head's stall deadline passes, or `max_wait_ns`.
+  void WaitOutput(uint64_t generation, int64_t max_wait_ns);
+  void WakeOutput();
+  // True when nothing awaited is in the window.
+  bool WindowEmpty() const;
+
+  // --- flushing ---
+  // While flushing, DispatchItem returns kFlushing and waiters wake up.
+  void SetFlushing(bool flushing);
+  bool flushing() const;
+  // Forgets every item in flight and in the window (after a flush). Learned
+  // service times and counters are kept; sequence numbers keep increasing.
+  void Reset();
+
+  SessionStats Stats() const;
+
+ private:
+  struct Outstanding {
+    uint64_t seq = 0;
+    int64_t pts_ns = kNoTime;
+    int64_t dispatched_ns = 0;
+    int64_t started_ns = kNoTime;
+    bool awaited = false;
+  };
+  struct Lane {
+    Device device;
+    double weight = 1.0;
+    bool eligible = true;
+    bool claimed = false;
+    uint64_t claimed_from_seq = 0;  // items below it were dispatched unawaited
+    std::deque<Outstanding> outstanding;  // FIFO, oldest first
+    // (pts, seq) of recent stall expiries: recognized without their meta.
+    std::deque<std::pair<int64_t, uint64_t>> expired;
+    uint32_t queued = 0;
+    int64_t last_completion_ns = kNoTime;
+    ServiceTimeEstimator service;
+    LaneStats counters;  // the counting fields only
+  };
+
+  Session(SessionConfig config, std::shared_ptr<Clock> clock);
+
+  // Helpers that expect mutex_ held.
+  std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool* no_lanes);
+  std::optional<uint32_t> ProbeLaneUnlocked();
+  std::chrono::nanoseconds AdmitWaitUnlocked() const;
+  Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns, int64_t now_ns);
+  uint32_t EffectiveMaxInFlightUnlocked() const;
+  Lane* FindLaneUnlocked(uint32_t lane);
+  void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
+  void DropOutstandingUnlocked(Lane& lane, const Outstanding& item, bool failed);
+  void ExpireStalledHeadUnlocked(int64_t now_ns);
+  void NotifyAllUnlocked();
+
+  const uint64_t id_;
+  const std::shared_ptr<Clock> clock_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable admit_cv_;   // fan-out waits for room
+  std::condition_variable output_cv_;  // fan-in waits for releasable items
+  SessionConfig config_;
+  Scheduler scheduler_;
+  std::map<uint32_t, Lane> lanes_;
+  ReorderWindow window_;
+  uint64_t next_seq_ = 0;
+  uint32_t in_flight_ = 0;
+  uint64_t generation_ = 0;
+  bool flushing_ = false;
+  int64_t first_dispatch_ns_ = kNoTime;
+  uint64_t dispatched_ = 0;
+  uint64_t released_ = 0;
+  uint64_t unmatched_ = 0;
+  std::deque<std::pair<uint32_t, uint64_t>> event_positions_;  // bounded
+};
+
+}  // namespace gpufan

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "gpufan/reorder-window.h"
+
+#include <algorithm>
+
+namespace gpufan {
+
+namespace {
+
+// First slot with seq >= `seq` (slots are sorted by seq).
+template <typename Slots>
+auto LowerBound(Slots& slots, uint64_t seq) {
+  return std::lower_bound(slots.begin(), slots.end(), seq,
+                          [](const auto& s, uint64_t v) { return s.seq < v; });
+}
+
+}  // namespace
+
+ReorderWindow::Slot *ReorderWindow::Find(uint64_t seq) {
+  auto it = LowerBound(slots_, seq);
+  return it != slots_.end() && it->seq == seq ? &*it : nullptr;
+}
+
+void ReorderWindow::Open(uint64_t seq, uint32_t lane, int64_t now_ns) {
+  Slot slot;
+  slot.seq = seq;
+  slot.lane = lane;
+  slot.since_ns = now_ns;
+  // Attachments waiting behind every released slot precede this one.
+  slot.before = std::move(trailing_);
+  trailing_.clear();
+  slots_.push_back(std::move(slot));
+  peak_ = std::max(peak_, slots_.size());
+}
+
+ReorderWindow::ArriveResult ReorderWindow::Arrive(uint64_t seq,
+                                                  PayloadPtr payload) {
+  Slot *slot = Find(seq);
+  if (!slot)
+    return any_released_ && seq < released_through_ ? ArriveResult::kLate
+                                                    : ArriveResult::kUnknown;
+  switch (slot->state) {
+    case SlotState::kPending:
+      slot->state = SlotState::kArrived;
+      slot->payloads.push_back(std::move(payload));
+      return ArriveResult::kStored;
+    case SlotState::kArrived:
+      slot->payloads.push_back(std::move(payload));
+      return ArriveResult::kStored;
+    case SlotState::kDropped:
+    case SlotState::kExpired:
+      // Its place in the output was given up; keeping it would reorder.
+      return ArriveResult::kLate;
+  }
+  return ArriveResult::kUnknown;
+}
+
+bool ReorderWindow::Drop(uint64_t seq) {
+  Slot *slot = Find(seq);
+  if (!slot || slot->state != SlotState::kPending)
+    return false;
+  slot->state = SlotState::kDropped;
+  return true;
+}
+
+void ReorderWindow::AttachBefore(uint64_t seq, PayloadPtr payload) {
+  auto it = LowerBound(slots_, seq);
+  if (it == slots_.end())
+    trailing_.push_back(std::move(payload));
+  else
+    it->before.push_back(std::move(payload));
+}
+
+size_t ReorderWindow::PopSettled(std::vector<Released>& out, int64_t now_ns) {
+  const size_t start = out.size();
+  while (!slots_.empty()) {
+    Slot& head = slots_.front();
+    // Whatever precedes the head may always leave, settled or not.
+    for (PayloadPtr& p : head.before)
+      out.push_back(Released{std::move(p), head.seq, kNoLane});
+    head.before.clear();
+    if (head.state == SlotState::kPending)
+      break;
+    if (head.payloads.empty()) {
+      // Dropped or expired: one empty entry so that the caller can count it.
+      out.push_back(Released{nullptr, head.seq, head.lane});
+    } else {
+      for (PayloadPtr& p : head.payloads)
+        out.push_back(Released{std::move(p), head.seq, head.lane});
+    }
+    released_through_ = head.seq + 1;
+    any_released_ = true;
+    last_release_ns_ = now_ns;
+    slots_.pop_front();
+    if (!slots_.empty())
+      slots_.front().since_ns = std::max(slots_.front().since_ns, now_ns);
+  }
+  if (slots_.empty() && !trailing_.empty()) {
+    for (PayloadPtr& p : trailing_)
+      out.push_back(Released{std::move(p), released_through_, kNoLane});
+    trailing_.clear();
+  }
+  return out.size() - start;
+}
+
+bool ReorderWindow::HeadPending() const {
+  return !slots_.empty() && slots_.front().state == SlotState::kPending;
+}
+
+uint64_t ReorderWindow::head_seq() const {
+  return slots_.front().seq;
+}
+
+uint32_t ReorderWindow::head_lane() const {
+  return slots_.front().lane;
+}
+
+int64_t ReorderWindow::head_since_ns() const {
+  return slots_.front().since_ns;
+}
+
+bool ReorderWindow::ExpireHead(int64_t /*now_ns*/) {
+  if (!HeadPending())
+    return false;
+  slots_.front().state = SlotState::kExpired;
+  return true;
+}
+
+bool ReorderWindow::IsOpen(uint64_t seq) const {
+  auto it = LowerBound(slots_, seq);
+  return it != slots_.end() && it->seq == seq;
+}
+
+bool ReorderWindow::IsReleased(uint64_t seq) const {
+  // Sequence numbers are not dense, so "below the release mark and not open"
+  // is the best this class can say without remembering every seq.
+  return any_released_ && seq < released_through_ && !IsOpen(seq);
+}
+
+void ReorderWindow::Clear() {
+  // What was open before a flush counts as given up: if it still comes back,
+  // it is late rather than unknown.
+  if (!slots_.empty()) {
+    released_through_ = std::max(released_through_, slots_.back().seq + 1);
+    any_released_ = true;
+  }
+  slots_.clear();
+  trailing_.clear();
+}
+
+}  // namespace gpufan

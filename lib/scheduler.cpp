@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "gpufan/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpufan {
+
+namespace {
+
+struct PolicyNick {
+  Policy policy;
+  const char *nick;
+};
+
+constexpr PolicyNick kPolicyNicks[] = {
+    {Policy::kRoundRobin, "round-robin"},
+    {Policy::kLeastLoaded, "least-loaded"},
+    {Policy::kWeighted, "weighted"},
+    {Policy::kAdaptive, "adaptive"},
+};
+
+// Index in `candidates` (lane ids, ascending) of the first id >= cursor,
+// wrapping to the first one: how ties and turns rotate.
+size_t RotatedIndex(const std::vector<uint32_t>& candidates, uint32_t cursor) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i] >= cursor)
+      return i;
+  }
+  return 0;
+}
+
+// A cursor one past `lane`; wraps to 0 rather than overflowing.
+uint32_t After(uint32_t lane) {
+  return lane == std::numeric_limits<uint32_t>::max() ? 0 : lane + 1;
+}
+
+}  // namespace
+
+const char *PolicyName(Policy policy) {
+  for (const PolicyNick& p : kPolicyNicks) {
+    if (p.policy == policy)
+      return p.nick;
+  }
+  return "unknown";
+}
+
+std::optional<Policy> ParsePolicy(std::string_view nick) {
+  for (const PolicyNick& p : kPolicyNicks) {
+    if (nick == p.nick)
+      return p.policy;
+  }
+  return std::nullopt;
+}
+
+Scheduler::Scheduler(Policy policy) : policy_(policy) {}
+
+void Scheduler::SetPolicy(Policy policy) {
+  policy_ = policy;
+  wrr_current_.clear();
+}
+
+void Scheduler::ResetCursors() {
+  // The turn and tie cursors are lane ids and stay meaningful when lanes come
+  // and go; only the weighted credits belong to a particular lane set.
+  wrr_current_.clear();
+}
+
+Pick Scheduler::Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns) {
+  switch (policy_) {
+    case Policy::kRoundRobin:
+      return ChooseRoundRobin(lanes);
+    case Policy::kLeastLoaded:
+      return ChooseLeastLoaded(lanes);
+    case Policy::kWeighted:
+      return ChooseWeighted(lanes);
+    case Policy::kAdaptive:
+      return ChooseAdaptive(lanes, now_ns);
+  }
+  return {};
+}
+
+int64_t Scheduler::ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
+                                        int64_t fallback_ns) {
+  const int64_t t = lane.service_ns > 0 ? lane.service_ns : fallback_ns;
+  if (lane.outstanding == 0)
+    return now_ns + t;
+  // A head that has not started is still queued: it needs a full t from now.
+  const int64_t busy_until = lane.head_started_ns >= 0
+                                 ? std::max(now_ns, lane.head_started_ns + t)
+                                 : now_ns + t;
+  return busy_until + static_cast<int64_t>(lane.outstanding - 1) * t + t;
+}
+
+Pick Scheduler::ChooseRoundRobin(const std::vector<LaneLoad>& lanes) {
+  const LaneLoad *in_turn = nullptr;
+  for (const LaneLoad& l : lanes) {
+    if (!l.eligible)
+      continue;
+    if (!in_turn)
+      in_turn = &l;  // the wrap-around choice
+    if (l.lane >= rr_next_lane_) {
+      in_turn = &l;
+      break;
+    }
+  }
+  if (!in_turn)
+    return {PickStatus::kNone, 0};
+  // Strict turn: a full lane makes everyone wait, so the pattern never skews.
+  if (!in_turn->has_room)
+    return {PickStatus::kWait, 0};
+  rr_next_lane_ = After(in_turn->lane);
+  return {PickStatus::kLane, in_turn->lane};
+}
+
+Pick Scheduler::ChooseLeastLoaded(const std::vector<LaneLoad>& lanes) {
+  bool any_eligible = false;
+  uint32_t best = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> ties;
+  for (const LaneLoad& l : lanes) {
+    if (!l.eligible)
+      continue;
+    any_eligible = true;
+    if (!l.has_room)
+      continue;
+    if (l.outstanding < best) {
+      best = l.outstanding;
+      ties.clear();
+    }
+    if (l.outstanding == best)
+      ties.push_back(l.lane);
+  }
+  if (!any_eligible)
+    return {PickStatus::kNone, 0};
+  if (ties.empty())
+    return {PickStatus::kWait, 0};
+  const uint32_t lane = ties[RotatedIndex(ties, tie_rotation_)];
+  tie_rotation_ = After(lane);
+  return {PickStatus::kLane, lane};
+}
+
+Pick Scheduler::ChooseWeighted(const std::vector<LaneLoad>& lanes) {
+  // Smooth weighted round-robin (nginx): every lane earns its weight, the
+  // richest is picked and pays the total. Computed on a copy so that kWait
+  // leaves the credits untouched and the same lane is retried.
+  std::vector<std::pair<uint32_t, double>> next;
+  std::vector<bool> room;
+  double total = 0.0;
+  for (const LaneLoad& l : lanes) {
+    if (!l.eligible || !(l.weight > 0.0))
+      continue;
+    double credit = 0.0;
+    for (const auto& c : wrr_current_) {
+      if (c.first == l.lane) {
+        credit = c.second;
+        break;
+      }
+    }
+    next.emplace_back(l.lane, credit + l.weight);
+    room.push_back(l.has_room);
+    total += l.weight;
+  }
+  if (next.empty())
+    return {PickStatus::kNone, 0};
+  size_t best = 0;
+  for (size_t i = 1; i < next.size(); ++i) {
+    if (next[i].second > next[best].second)
+      best = i;
+  }
+  if (!room[best])
+    return {PickStatus::kWait, 0};
+  next[best].second -= total;
+  // Lanes that left (or became ineligible) lose their credit here.
+  wrr_current_ = std::move(next);
+  return {PickStatus::kLane, wrr_current_[best].first};
+}
+
+Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& lanes,
+                               int64_t now_ns) {
+  // Unknown lanes are scored with the fastest known time: optimistic, so a new
+  // lane gets items and thereby a measurement.
+  int64_t fallback = 0;
+  for (const LaneLoad& l : lanes) {
+    if (l.eligible && l.service_ns > 0 &&
+        (fallback == 0 || l.service_ns < fallback))
+      fallback = l.service_ns;
+  }
+  if (fallback == 0)
+    return ChooseLeastLoaded(lanes);
+
+  bool any_eligible = false;
+  int64_t best = std::numeric_limits<int64_t>::max();
+  // The earliest a full lane could finish the item if we waited for it to free
+  // a slot: waiting holds up the items behind this one for at most the rest of
+  // that lane's current item, at most one service time.
+  int64_t best_if_waiting = std::numeric_limits<int64_t>::max();
+  std::vector<uint32_t> ties;
+  for (const LaneLoad& l : lanes) {
+    if (!l.eligible)
+      continue;
+    any_eligible = true;
+    const int64_t score = ExpectedCompletionNs(l, now_ns, fallback);
+    if (!l.has_room) {
+      const int64_t t = l.service_ns > 0 ? l.service_ns : fallback;
+      // Only a lane whose current item is due in the future: an overdue
+      // (stalled) lane must never hold up the others.
+      if (l.head_started_ns >= 0 && l.head_started_ns + t > now_ns)
+        best_if_waiting = std::min(best_if_waiting, score + t);
+      continue;
+    }
+    if (score < best) {
+      best = score;
+      ties.clear();
+    }
+    if (score == best)
+      ties.push_back(l.lane);
+  }
+  if (!any_eligible)
+    return {PickStatus::kNone, 0};
+  // Without this, an always-ready upstream fills every queue, the slowest lane
+  // included, and items wait in the reorder window for its deep queue.
+  if (ties.empty() || best > best_if_waiting)
+    return {PickStatus::kWait, 0};
+  const uint32_t lane = ties[RotatedIndex(ties, tie_rotation_)];
+  tie_rotation_ = After(lane);
+  return {PickStatus::kLane, lane};
+}
+
+}  // namespace gpufan

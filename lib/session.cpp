@@ -1,0 +1,643 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "gpufan/session.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+namespace gpufan {
+
+namespace {
+
+std::atomic<uint64_t> g_next_session_id{1};
+
+// No wait is unbounded: admission re-checks its conditions at least this often
+// even if a notification were missed.
+constexpr std::chrono::milliseconds kAdmitRecheck{100};
+// Longest single WaitOutput sleep; keeps wait_for clear of overflow.
+constexpr int64_t kMaxOutputWaitNs = 3600LL * 1'000'000'000LL;
+constexpr size_t kEventPositionsKept = 64;
+constexpr size_t kExpiredKept = 32;
+
+SessionConfig Sanitized(SessionConfig config) {
+  config.lane_queue_size = std::max<uint32_t>(1, config.lane_queue_size);
+  config.stall_timeout_ns = std::max<int64_t>(1, config.stall_timeout_ns);
+  return config;
+}
+
+void DecrementInFlight(uint32_t& in_flight) {
+  // Reset() zeroes the count while lane workers may still report; never wrap.
+  if (in_flight > 0)
+    --in_flight;
+}
+
+}  // namespace
+
+std::shared_ptr<Session> Session::Create(SessionConfig config,
+                                         std::shared_ptr<Clock> clock) {
+  if (!clock)
+    clock = std::make_shared<SteadyClock>();
+  return std::shared_ptr<Session>(new Session(config, std::move(clock)));
+}
+
+Session::Session(SessionConfig config, std::shared_ptr<Clock> clock)
+    : id_(g_next_session_id.fetch_add(1)),
+      clock_(std::move(clock)),
+      config_(Sanitized(config)),
+      scheduler_(config_.policy) {}
+
+Session::~Session() = default;
+
+// --- configuration ---
+
+void Session::SetPolicy(Policy policy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_.policy = policy;
+  scheduler_.SetPolicy(policy);
+  NotifyAllUnlocked();
+}
+
+Policy Session::policy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return config_.policy;
+}
+
+void Session::SetLaneQueueSize(uint32_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_.lane_queue_size = std::max<uint32_t>(1, size);
+  NotifyAllUnlocked();
+}
+
+void Session::SetMaxInFlight(uint32_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_.max_in_flight = limit;
+  NotifyAllUnlocked();
+}
+
+uint32_t Session::EffectiveMaxInFlight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return EffectiveMaxInFlightUnlocked();
+}
+
+uint32_t Session::EffectiveMaxInFlightUnlocked() const {
+  if (config_.max_in_flight > 0)
+    return config_.max_in_flight;
+  const uint32_t lanes =
+      std::max<uint32_t>(1, static_cast<uint32_t>(lanes_.size()));
+  return lanes * (config_.lane_queue_size + 2);
+}
+
+void Session::SetStallTimeout(int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_.stall_timeout_ns = std::max<int64_t>(1, ns);
+  NotifyAllUnlocked();
+}
+
+int64_t Session::stall_timeout_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return config_.stall_timeout_ns;
+}
+
+// --- lanes ---
+
+void Session::AddLane(uint32_t lane, const Device& device, double weight) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Adding a known lane again only updates its binding: its items stay tracked.
+  Lane& l = lanes_[lane];
+  l.device = device;
+  l.weight = weight;
+  l.counters.lane = lane;
+  scheduler_.ResetCursors();
+  NotifyAllUnlocked();
+}
+
+void Session::RemoveLane(uint32_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = lanes_.find(lane);
+  if (it == lanes_.end())
+    return;
+  for (const Outstanding& item : it->second.outstanding)
+    DropOutstandingUnlocked(it->second, item, false);
+  lanes_.erase(it);
+  scheduler_.ResetCursors();
+  NotifyAllUnlocked();
+}
+
+bool Session::HasLane(uint32_t lane) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lanes_.count(lane) > 0;
+}
+
+void Session::SetLaneWeight(uint32_t lane, double weight) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane)) {
+    l->weight = weight;
+    NotifyAllUnlocked();
+  }
+}
+
+void Session::SetLaneEligible(uint32_t lane, bool eligible) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane)) {
+    l->eligible = eligible;
+    NotifyAllUnlocked();
+  }
+}
+
+void Session::ClaimLane(uint32_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l || l->claimed)
+    return;
+  l->claimed = true;
+  l->claimed_from_seq = next_seq_;
+}
+
+bool Session::IsLaneClaimed(uint32_t lane) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = lanes_.find(lane);
+  return it != lanes_.end() && it->second.claimed;
+}
+
+Session::Lane *Session::FindLaneUnlocked(uint32_t lane) {
+  auto it = lanes_.find(lane);
+  return it == lanes_.end() ? nullptr : &it->second;
+}
+
+// --- fan-out side ---
+
+Dispatch Session::DispatchItem(int64_t pts_ns) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (flushing_)
+      return Dispatch{DispatchStatus::kFlushing};
+    bool no_lanes = false;
+    if (std::optional<Dispatch> d = TryDispatchUnlocked(pts_ns, &no_lanes))
+      return *d;
+    if (no_lanes)
+      return Dispatch{DispatchStatus::kNoLanes};
+    admit_cv_.wait_for(lock, AdmitWaitUnlocked());
+  }
+}
+
+std::chrono::nanoseconds Session::AdmitWaitUnlocked() const {
+  std::chrono::nanoseconds wait = kAdmitRecheck;
+  // The adaptive policy may wait for a full lane that should free a slot soon;
+  // once that lane's current item is overdue it stops waiting for it, and no
+  // event announces that moment. Only a real-time clock maps onto the wait.
+  if (config_.policy != Policy::kAdaptive ||
+      !dynamic_cast<const SteadyClock *>(clock_.get()))
+    return wait;
+  const int64_t now = clock_->NowNs();
+  for (const auto& [id, l] : lanes_) {
+    if (!l.eligible || l.queued < config_.lane_queue_size ||
+        l.outstanding.empty() || l.outstanding.front().started_ns == kNoTime)
+      continue;
+    const int64_t due =
+        l.outstanding.front().started_ns + l.service.EstimateNs();
+    if (due > now)
+      wait = std::min(wait, std::chrono::nanoseconds(due - now));
+  }
+  return wait;
+}
+
+std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (flushing_)
+    return Dispatch{DispatchStatus::kFlushing};
+  bool no_lanes = false;
+  std::optional<Dispatch> d = TryDispatchUnlocked(pts_ns, &no_lanes);
+  if (!d && no_lanes)
+    return Dispatch{DispatchStatus::kNoLanes};
+  return d;
+}
+
+std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
+                                                     bool *no_lanes) {
+  *no_lanes = false;
+  const bool any_eligible =
+      std::any_of(lanes_.begin(), lanes_.end(),
+                  [](const auto& kv) { return kv.second.eligible; });
+  if (!any_eligible) {
+    *no_lanes = true;
+    return std::nullopt;
+  }
+  const int64_t now = clock_->NowNs();
+  // Checked before Choose(): a kLane pick commits the scheduler's cursors.
+  const uint32_t limit = EffectiveMaxInFlightUnlocked();
+  if (in_flight_ >= limit) {
+    // Probes (see ProbeLaneUnlocked) go at most a lane queue past the limit.
+    if (in_flight_ > limit + config_.lane_queue_size)
+      return std::nullopt;
+    const std::optional<uint32_t> probe = ProbeLaneUnlocked();
+    if (!probe)
+      return std::nullopt;
+    return RecordDispatchUnlocked(*probe, pts_ns, now);
+  }
+
+  std::vector<LaneLoad> loads;
+  loads.reserve(lanes_.size());
+  for (const auto& [id, l] : lanes_) {
+    LaneLoad load;
+    load.lane = id;
+    load.eligible = l.eligible;
+    load.has_room = l.queued < config_.lane_queue_size;
+    load.outstanding = static_cast<uint32_t>(l.outstanding.size());
+    load.weight = l.weight;
+    load.service_ns = l.service.EstimateNs();
+    load.head_started_ns =
+        l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
+    loads.push_back(load);
+  }
+  const Pick pick = scheduler_.Choose(loads, now);
+  if (pick.status == PickStatus::kNone) {
+    *no_lanes = true;
+    return std::nullopt;
+  }
+  if (pick.status == PickStatus::kWait)
+    return std::nullopt;
+  return RecordDispatchUnlocked(pick.lane, pts_ns, now);
+}
+
+std::optional<uint32_t> Session::ProbeLaneUnlocked() {
+  // The window is full and waits for its head. If the head's lane has pushed
+  // everything it was given and is idle, its branch may have dropped the head
+  // (and what followed), and only a later item on that FIFO lane can prove it:
+  // sending one more beats waiting the whole stall timeout. Bounded: at most
+  // lane_queue_size + 1 items outstanding on that lane, and as many in flight
+  // beyond the limit.
+  if (!window_.HeadPending())
+    return std::nullopt;
+  const uint64_t head = window_.head_seq();
+  Lane *l = FindLaneUnlocked(window_.head_lane());
+  if (!l || !l->eligible || l->queued > 0 ||
+      l->outstanding.size() > config_.lane_queue_size ||
+      (config_.policy == Policy::kWeighted && !(l->weight > 0.0)))
+    return std::nullopt;
+  bool has_head = false;
+  for (const Outstanding& item : l->outstanding) {
+    if (item.started_ns == kNoTime)
+      return std::nullopt;
+    has_head = has_head || item.seq == head;
+  }
+  if (!has_head)
+    return std::nullopt;
+  return window_.head_lane();
+}
+
+Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
+                                         int64_t now_ns) {
+  Lane& lane = lanes_.at(lane_id);
+  Outstanding item;
+  item.seq = next_seq_++;
+  item.pts_ns = pts_ns;
+  item.dispatched_ns = now_ns;
+  item.awaited = lane.claimed;
+  lane.outstanding.push_back(item);
+  lane.queued++;
+  lane.counters.dispatched++;
+  dispatched_++;
+  in_flight_++;
+  if (item.awaited)
+    window_.Open(item.seq, lane_id, now_ns);
+  if (first_dispatch_ns_ == kNoTime)
+    first_dispatch_ns_ = now_ns;
+  return Dispatch{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
+}
+
+void Session::MarkStarted(uint32_t lane, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  // `queued` mirrors the lane worker's queue, which this item just left, even
+  // when the session has already given up on the item (stall, flush).
+  if (l->queued > 0)
+    l->queued--;
+  for (Outstanding& item : l->outstanding) {
+    if (item.seq == seq) {
+      item.started_ns = clock_->NowNs();
+      break;
+    }
+  }
+  admit_cv_.notify_all();
+}
+
+void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  auto it = std::find_if(l->outstanding.begin(), l->outstanding.end(),
+                         [seq](const Outstanding& o) { return o.seq == seq; });
+  // Gone already: it arrived, expired, or the lane was reset.
+  if (it == l->outstanding.end())
+    return;
+  // The fan-in completes delivered items it waits for.
+  if (it->awaited && outcome == PushOutcome::kDelivered)
+    return;
+  const Outstanding item = *it;
+  l->outstanding.erase(it);
+  if (outcome == PushOutcome::kDelivered)
+    CompleteUnlocked(*l, item, clock_->NowNs());
+  else
+    DropOutstandingUnlocked(*l, item, outcome == PushOutcome::kFailed);
+  NotifyAllUnlocked();
+}
+
+uint64_t Session::MarkEventPosition(uint32_t event_key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t position = next_seq_;
+  event_positions_.emplace_back(event_key, position);
+  while (event_positions_.size() > kEventPositionsKept)
+    event_positions_.pop_front();
+  return position;
+}
+
+std::optional<uint64_t> Session::EventPosition(uint32_t event_key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Newest first: a key seen twice means its latest position.
+  for (auto it = event_positions_.rbegin(); it != event_positions_.rend();
+       ++it) {
+    if (it->first == event_key)
+      return it->second;
+  }
+  return std::nullopt;
+}
+
+// --- fan-in side ---
+
+Arrival Session::Arrive(uint32_t lane, std::optional<uint64_t> seq,
+                        int64_t pts_ns, PayloadPtr payload) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+
+  if (l) {
+    auto& fifo = l->outstanding;
+    auto match = fifo.end();
+    if (seq) {
+      match = std::find_if(fifo.begin(), fifo.end(),
+                           [&](const Outstanding& o) { return o.seq == *seq; });
+    } else {
+      if (pts_ns != kNoTime) {
+        match = std::find_if(
+            fifo.begin(), fifo.end(),
+            [&](const Outstanding& o) { return o.pts_ns == pts_ns; });
+        auto expired =
+            std::find_if(l->expired.begin(), l->expired.end(),
+                         [&](const auto& e) { return e.first == pts_ns; });
+        if (match == fifo.end() && expired != l->expired.end()) {
+          // An item the window gave up on: taking the next item's place
+          // would shift every later item of this lane by one.
+          const uint64_t expired_seq = expired->second;
+          l->expired.erase(expired);
+          l->counters.late++;
+          return Arrival{ArrivalStatus::kLate, expired_seq};
+        }
+      }
+      // Each lane is FIFO: what comes out first is the oldest item.
+      if (match == fifo.end() && !fifo.empty())
+        match = fifo.begin();
+    }
+    if (match != fifo.end()) {
+      const Outstanding item = *match;
+      // Everything dispatched to this lane before it is proven gone.
+      for (auto it = fifo.begin(); it != match; ++it)
+        DropOutstandingUnlocked(*l, *it, false);
+      fifo.erase(fifo.begin(), match + 1);
+      CompleteUnlocked(*l, item, clock_->NowNs());
+      if (item.awaited) {
+        window_.Arrive(item.seq, std::move(payload));
+        if (window_.HeadPending() && window_.head_seq() != item.seq)
+          l->counters.reorder_waits++;
+      } else {
+        // Nobody kept its place: it cannot be ordered, so it leaves now.
+        window_.AttachBefore(0, std::move(payload));
+      }
+      NotifyAllUnlocked();
+      return Arrival{ArrivalStatus::kAccepted, item.seq};
+    }
+    if (seq && (!l->claimed || *seq < l->claimed_from_seq)) {
+      // Dispatched before the lane was claimed, and completed at OnPushed.
+      window_.AttachBefore(0, std::move(payload));
+      NotifyAllUnlocked();
+      return Arrival{ArrivalStatus::kAccepted, *seq};
+    }
+  }
+
+  if (seq && window_.IsOpen(*seq)) {
+    // A further payload for an item that already arrived is kept with it; a
+    // slot that was dropped or expired makes it late.
+    if (window_.Arrive(*seq, std::move(payload)) ==
+        ReorderWindow::ArriveResult::kStored) {
+      NotifyAllUnlocked();
+      return Arrival{ArrivalStatus::kAccepted, *seq};
+    }
+    if (l)
+      l->counters.late++;
+    return Arrival{ArrivalStatus::kLate, *seq};
+  }
+  if (seq && window_.IsReleased(*seq)) {
+    if (l)
+      l->counters.late++;
+    return Arrival{ArrivalStatus::kLate, *seq};
+  }
+
+  // No way to tell which item it was: it leaves with the next release.
+  unmatched_++;
+  window_.AttachBefore(0, std::move(payload));
+  NotifyAllUnlocked();
+  return Arrival{ArrivalStatus::kUnmatched, seq.value_or(0)};
+}
+
+void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  window_.AttachBefore(seq, std::move(payload));
+  NotifyAllUnlocked();
+}
+
+void Session::LaneEnded(uint32_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  for (const Outstanding& item : l->outstanding)
+    DropOutstandingUnlocked(*l, item, false);
+  l->outstanding.clear();
+  l->queued = 0;
+  NotifyAllUnlocked();
+}
+
+ReadyBatch Session::TakeReady() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t now = clock_->NowNs();
+  ReadyBatch batch;
+  ExpireStalledHeadUnlocked(now);
+  window_.PopSettled(batch.items, now);
+  // Several payloads may share one seq: an item leaves (and stops counting as
+  // in flight) once, however many buffers it became.
+  bool counted_any = false;
+  uint64_t last_seq = 0;
+  for (const Released& r : batch.items) {
+    if (r.lane == kNoLane || (counted_any && r.seq == last_seq))
+      continue;
+    counted_any = true;
+    last_seq = r.seq;
+    released_++;
+    DecrementInFlight(in_flight_);
+  }
+  if (counted_any)
+    admit_cv_.notify_all();
+  batch.generation = generation_;
+  return batch;
+}
+
+void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto moved = [&] {
+    return generation_ != generation || flushing_;
+  };
+  if (moved() || max_wait_ns <= 0)
+    return;
+  int64_t wait_ns = std::min(max_wait_ns, kMaxOutputWaitNs);
+  if (window_.HeadPending()) {
+    const int64_t remaining =
+        config_.stall_timeout_ns - (clock_->NowNs() - window_.head_since_ns());
+    if (remaining <= 0)
+      return;  // TakeReady expires the head now
+    // Only a real-time clock's deadline maps onto a real-time wait; an injected
+    // clock moves by itself, so the caller's bound applies.
+    if (dynamic_cast<const SteadyClock *>(clock_.get()))
+      wait_ns = std::min(wait_ns, remaining);
+  }
+  output_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), moved);
+}
+
+void Session::WakeOutput() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  generation_++;
+  output_cv_.notify_all();
+}
+
+bool Session::WindowEmpty() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return window_.empty();
+}
+
+// --- flushing ---
+
+void Session::SetFlushing(bool flushing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  flushing_ = flushing;
+  NotifyAllUnlocked();
+}
+
+bool Session::flushing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return flushing_;
+}
+
+void Session::Reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  window_.Clear();
+  for (auto& [id, l] : lanes_) {
+    l.outstanding.clear();
+    l.expired.clear();
+    l.queued = 0;
+    // Idle time across the flush is not service time.
+    l.last_completion_ns = kNoTime;
+  }
+  in_flight_ = 0;
+  NotifyAllUnlocked();
+}
+
+SessionStats Session::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SessionStats stats;
+  stats.policy = config_.policy;
+  stats.dispatched = dispatched_;
+  stats.released = released_;
+  stats.unmatched = unmatched_;
+  stats.in_flight = in_flight_;
+  stats.max_in_flight = EffectiveMaxInFlightUnlocked();
+  stats.window_occupancy = static_cast<uint32_t>(window_.occupancy());
+  stats.window_peak = static_cast<uint32_t>(window_.peak_occupancy());
+  stats.elapsed_ns =
+      first_dispatch_ns_ == kNoTime ? 0 : clock_->NowNs() - first_dispatch_ns_;
+  const double seconds = static_cast<double>(stats.elapsed_ns) / 1e9;
+  for (const auto& [id, l] : lanes_) {
+    LaneStats s = l.counters;
+    s.lane = id;
+    s.device = l.device;
+    s.weight = l.weight;
+    s.eligible = l.eligible;
+    s.claimed = l.claimed;
+    s.queued = l.queued;
+    s.in_flight = static_cast<uint32_t>(l.outstanding.size());
+    s.service_ns = l.service.EstimateNs();
+    s.fps = seconds > 0.0 ? static_cast<double>(s.completed) / seconds : 0.0;
+    stats.lanes.push_back(std::move(s));
+  }
+  return stats;
+}
+
+// --- helpers (mutex_ held) ---
+
+void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
+                               int64_t now_ns) {
+  lane.counters.completed++;
+  // Work on this item began when it started or when the lane finished the one
+  // before, whichever is later: queueing inside the branch is not service time.
+  const int64_t began = std::max(
+      item.started_ns != kNoTime ? item.started_ns : item.dispatched_ns,
+      lane.last_completion_ns);
+  lane.service.AddSample(now_ns - began);
+  lane.last_completion_ns = now_ns;
+  if (!item.awaited)
+    DecrementInFlight(in_flight_);
+}
+
+void Session::DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
+                                      bool failed) {
+  if (failed)
+    lane.counters.failed++;
+  else
+    lane.counters.dropped++;
+  // An awaited item stays in flight until its empty slot leaves the window.
+  if (item.awaited)
+    window_.Drop(item.seq);
+  else
+    DecrementInFlight(in_flight_);
+}
+
+void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
+  if (!window_.HeadPending() ||
+      now_ns - window_.head_since_ns() < config_.stall_timeout_ns)
+    return;
+  const uint64_t seq = window_.head_seq();
+  Lane *l = FindLaneUnlocked(window_.head_lane());
+  window_.ExpireHead(now_ns);
+  if (!l)
+    return;
+  l->counters.timed_out++;
+  auto it = std::find_if(l->outstanding.begin(), l->outstanding.end(),
+                         [seq](const Outstanding& o) { return o.seq == seq; });
+  if (it == l->outstanding.end())
+    return;
+  // If it still comes back without its meta, its pts is all that tells it
+  // from the lane's next item.
+  if (it->pts_ns != kNoTime) {
+    l->expired.emplace_back(it->pts_ns, seq);
+    while (l->expired.size() > kExpiredKept)
+      l->expired.pop_front();
+  }
+  l->outstanding.erase(it);
+}
+
+void Session::NotifyAllUnlocked() {
+  generation_++;
+  admit_cv_.notify_all();
+  output_cv_.notify_all();
+}
+
+}  // namespace gpufan

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Random sequences of session operations (dispatch, start, push outcomes,
+// branch drops, arrivals with and without sequence numbers, events, stalls,
+// flushes, lanes claimed/removed/ended), single-threaded with a ManualClock,
+// checked against the invariants the fan-in relies on: items and events leave
+// in order, nothing leaves twice, every awaited item leaves exactly once,
+// in-flight accounting returns to zero, nothing leaks. Shared by the seeded
+// unit test (test-session-ops.cpp) and the libFuzzer harness
+// (fuzz-session.cpp).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpufan/session.h"
+
+namespace gpufan::ops {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr uint32_t kLanes = 4;
+
+inline int g_live_payloads = 0;
+
+// What the runs exercised, summed over seeds: the test fails if the random
+// operations stop reaching a path.
+struct Coverage {
+  uint64_t released = 0, empty = 0, events = 0, late = 0, unawaited_out = 0,
+           flushes = 0, seqless = 0;
+};
+inline Coverage g_coverage;
+
+struct Item : Payload {
+  Item(uint64_t s, bool e, uint64_t k) : seq(s), event(e), key(k) {
+    g_live_payloads++;
+  }
+  ~Item() override { g_live_payloads--; }
+  uint64_t seq;  // the item it was made for (events: unused)
+  bool event;    // an event placed at a position
+  uint64_t key;  // order key: 2*seq+1 for items, 2*position for events
+};
+
+// Where the run's choices come from: a seeded generator for the unit test, the
+// fuzzer's bytes for the libFuzzer harness.
+class ChoiceSource {
+ public:
+  virtual ~ChoiceSource() = default;
+  virtual int Uniform(int lo, int hi) = 0;  // inclusive
+  virtual bool exhausted() const { return false; }
+};
+
+class SeededChoices final : public ChoiceSource {
+ public:
+  explicit SeededChoices(uint32_t seed) : rng_(seed) {}
+  int Uniform(int lo, int hi) override {
+    return std::uniform_int_distribution<int>(lo, hi)(rng_);
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+class ByteChoices final : public ChoiceSource {
+ public:
+  ByteChoices(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+  int Uniform(int lo, int hi) override {
+    if (pos_ >= size_)
+      return lo;
+    return lo +
+           static_cast<int>(data_[pos_++] % static_cast<unsigned>(hi - lo + 1));
+  }
+  bool exhausted() const override { return pos_ >= size_; }
+
+ private:
+  const uint8_t *data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+class OpsRun {
+ public:
+  explicit OpsRun(ChoiceSource& choices) : choices_(choices) {
+    SessionConfig config;
+    config.policy = static_cast<Policy>(Uniform(0, 3));
+    config.lane_queue_size = static_cast<uint32_t>(Uniform(1, 4));
+    config.max_in_flight =
+        Chance(50) ? 0 : static_cast<uint32_t>(Uniform(1, 12));
+    // Probes of an idle head lane may go past a fixed limit by a lane queue.
+    fixed_limit_ = config.max_in_flight > 0
+                       ? config.max_in_flight + config.lane_queue_size + 1
+                       : 0;
+    config.stall_timeout_ns = 50 * kMs;
+    session_ = Session::Create(config, clock_);
+    for (uint32_t l = 0; l < kLanes; ++l)
+      AddLane(l);
+  }
+
+  // Returns "" or what went wrong.
+  std::string Run(int steps) {
+    for (int i = 0; i < steps && failure_.empty() && !choices_.exhausted(); ++i)
+      Step();
+    if (failure_.empty())
+      Drain();
+    return failure_;
+  }
+
+ private:
+  struct Lane {
+    bool present = true;
+    std::deque<Dispatch> queue;   // dispatched, the worker has not taken it
+    std::deque<Dispatch> branch;  // pushed into the branch, not out yet
+  };
+
+  int Uniform(int lo, int hi) { return choices_.Uniform(lo, hi); }
+  bool Chance(int percent) { return Uniform(0, 99) < percent; }
+  void Fail(const std::string& what) {
+    if (failure_.empty())
+      failure_ = what;
+  }
+
+  void AddLane(uint32_t l) {
+    session_->AddLane(l, Device::Cpu(static_cast<int>(l)), Uniform(0, 3));
+    lanes_[l] = Lane{};
+    if (Chance(70))
+      session_->ClaimLane(l);
+  }
+
+  int64_t Pts(uint64_t seq) { return pts_by_seq_.at(seq); }
+
+  void Step() {
+    const int op = Uniform(0, 99);
+    const uint32_t l = static_cast<uint32_t>(Uniform(0, kLanes - 1));
+    Lane& lane = lanes_[l];
+    if (op < 25) {
+      const int64_t pts = static_cast<int64_t>(pts_by_seq_.size()) * 40 * kMs;
+      const std::optional<Dispatch> d = session_->TryDispatchItem(pts);
+      if (!d || d->status != DispatchStatus::kOk)
+        return;
+      pts_by_seq_[d->seq] = pts;
+      if (!lanes_[d->lane].present)
+        return Fail("dispatched to a removed lane");
+      if (d->awaited)
+        awaited_.insert(d->seq);
+      lanes_[d->lane].queue.push_back(*d);
+    } else if (op < 45) {
+      // The worker takes its oldest item and pushes it.
+      if (!lane.present || lane.queue.empty())
+        return;
+      const Dispatch d = lane.queue.front();
+      lane.queue.pop_front();
+      session_->MarkStarted(l, d.seq);
+      const int fate = Uniform(0, 99);
+      if (fate < 8) {
+        session_->OnPushed(l, d.seq, PushOutcome::kFailed);
+      } else if (fate < 14) {
+        session_->OnPushed(l, d.seq, PushOutcome::kDropped);
+      } else if (fate < 40) {
+        // A synchronous branch: it comes out inside the push.
+        lane.branch.push_back(d);
+        BranchOutput(l);
+        session_->OnPushed(l, d.seq, PushOutcome::kDelivered);
+      } else {
+        session_->OnPushed(l, d.seq, PushOutcome::kDelivered);
+        lane.branch.push_back(d);
+      }
+    } else if (op < 65) {
+      if (lane.present)
+        BranchOutput(l);
+    } else if (op < 80) {
+      Take();
+    } else if (op < 85) {
+      clock_->Advance(Chance(20) ? 60 * kMs : Uniform(0, 5) * kMs);
+    } else if (op < 88) {
+      const uint64_t pos =
+          session_->MarkEventPosition(static_cast<uint32_t>(op));
+      session_->AttachBefore(pos, std::make_unique<Item>(0, true, 2 * pos));
+    } else if (op < 90) {
+      // A lane's EOS: only once its worker and branch are empty.
+      if (lane.present && lane.queue.empty() && lane.branch.empty())
+        session_->LaneEnded(l);
+    } else if (op < 92) {
+      session_->ClaimLane(l);
+    } else if (op < 94) {
+      session_->SetLaneEligible(l, Chance(70));
+    } else if (op < 96) {
+      if (lane.present) {
+        session_->RemoveLane(l);
+        lane = Lane{};
+        lane.present = false;
+      } else {
+        AddLane(l);
+      }
+    } else if (op < 97) {
+      Flush();
+    } else {
+      CheckStats();
+    }
+  }
+
+  // The branch of lane `l` lets its oldest item out (or loses it).
+  void BranchOutput(uint32_t l) {
+    Lane& lane = lanes_[l];
+    if (lane.branch.empty())
+      return;
+    const Dispatch d = lane.branch.front();
+    lane.branch.pop_front();
+    if (Chance(10))
+      return;  // the branch dropped it: a later item on this lane proves it
+    // Without the meta the pts identifies it (each item has its own pts). An
+    // item dispatched before its lane was claimed keeps its meta here: the
+    // session cannot tell it from the lane's next item by pts.
+    const bool with_seq = !d.awaited || Chance(80);
+    const int copies = with_seq && Chance(10) ? 2 : 1;
+    for (int c = 0; c < copies; ++c) {
+      const Arrival a = session_->Arrive(
+          l, with_seq ? std::optional<uint64_t>(d.seq) : std::nullopt,
+          Pts(d.seq), std::make_unique<Item>(d.seq, false, 2 * d.seq + 1));
+      if (a.status == ArrivalStatus::kUnmatched)
+        Fail("an item with a known lane and pts came back unmatched");
+      if (a.status == ArrivalStatus::kAccepted && a.seq != d.seq)
+        Fail("matched to the wrong item");
+      if (a.status == ArrivalStatus::kLate && !d.awaited)
+        Fail("an unawaited item was declared late");
+      if (a.status == ArrivalStatus::kAccepted && c == 0)
+        accepted_.insert(d.seq);
+      if (a.status == ArrivalStatus::kLate)
+        g_coverage.late++;
+      if (!with_seq)
+        g_coverage.seqless++;
+    }
+  }
+
+  void Take() {
+    ReadyBatch batch = session_->TakeReady();
+    for (const Released& r : batch.items) {
+      auto *item = static_cast<Item *>(r.payload.get());
+      if (r.lane != kNoLane) {
+        // An awaited item (or its empty entry) in sequence order, one run each.
+        if (!awaited_.count(r.seq))
+          return Fail("released an item that was not awaited");
+        if (released_.count(r.seq) && r.seq != last_released_)
+          return Fail("released twice: " + std::to_string(r.seq));
+        if (any_released_ && r.seq < last_released_)
+          return Fail("items out of order");
+        if (item && (item->event || item->seq != r.seq))
+          return Fail("wrong payload for seq " + std::to_string(r.seq));
+        if (!released_.count(r.seq)) {
+          g_coverage.released++;
+          g_coverage.empty += item ? 0 : 1;
+        }
+        released_.insert(r.seq);
+        last_released_ = r.seq;
+        any_released_ = true;
+        if (item)
+          got_payload_.insert(r.seq);
+      } else if (!item) {
+        return Fail("empty attachment");
+      } else if (item->event) {
+        g_coverage.events++;
+      } else {
+        g_coverage.unawaited_out++;
+      }
+      // Items and events that have a place must keep it.
+      if (item && (item->event || awaited_.count(item->seq))) {
+        if (item->key < last_key_)
+          return Fail("order key went backwards: " + std::to_string(item->key) +
+                      " after " + std::to_string(last_key_));
+        last_key_ = item->key;
+      }
+    }
+    CheckStats();
+  }
+
+  void CheckStats() {
+    const SessionStats s = session_->Stats();
+    if (s.window_occupancy > s.in_flight)
+      Fail("window holds more than is in flight");
+    // The automatic limit shrinks when lanes go; a fixed one always holds.
+    if (fixed_limit_ > 0 && s.in_flight > fixed_limit_)
+      Fail("in flight above the limit: " + std::to_string(s.in_flight) + " > " +
+           std::to_string(fixed_limit_) + " window " +
+           std::to_string(s.window_occupancy));
+  }
+
+  void Flush() {
+    g_coverage.flushes++;
+    session_->SetFlushing(true);
+    if (session_->TryDispatchItem(0)->status != DispatchStatus::kFlushing)
+      Fail("dispatch while flushing");
+    for (auto& [id, lane] : lanes_) {
+      lane.queue.clear();
+      lane.branch.clear();
+    }
+    session_->Reset();
+    session_->SetFlushing(false);
+    // Whatever was in flight is forgotten: only later items must come out.
+    for (uint64_t s : awaited_)
+      if (!released_.count(s))
+        forgotten_.insert(s);
+    last_key_ = 0;
+    const SessionStats st = session_->Stats();
+    if (st.in_flight != 0 || st.window_occupancy != 0)
+      Fail("reset left items in flight");
+  }
+
+  void Drain() {
+    // Every worker and branch empties, every lane ends, the stall clock runs
+    // out.
+    for (auto& [id, lane] : lanes_) {
+      if (!lane.present)
+        continue;
+      while (!lane.queue.empty()) {
+        const Dispatch d = lane.queue.front();
+        lane.queue.pop_front();
+        session_->MarkStarted(id, d.seq);
+        session_->OnPushed(id, d.seq, PushOutcome::kDelivered);
+        lane.branch.push_back(d);
+      }
+      while (!lane.branch.empty() && failure_.empty())
+        BranchOutput(id);
+      session_->LaneEnded(id);
+    }
+    clock_->Advance(100 * kMs);
+    Take();
+    Take();
+    if (!failure_.empty())
+      return;
+    const SessionStats s = session_->Stats();
+    if (s.in_flight != 0)
+      return Fail("in flight after drain: " + std::to_string(s.in_flight));
+    if (!session_->WindowEmpty())
+      return Fail("window not empty after drain");
+    for (uint64_t seq : awaited_) {
+      if (!forgotten_.count(seq) && !released_.count(seq))
+        return Fail("awaited item never left: " + std::to_string(seq));
+    }
+    for (uint64_t seq : accepted_) {
+      if (awaited_.count(seq) && !forgotten_.count(seq) &&
+          !got_payload_.count(seq))
+        return Fail("accepted payload lost: " + std::to_string(seq));
+    }
+  }
+
+  ChoiceSource& choices_;
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(0);
+  std::shared_ptr<Session> session_;
+  std::map<uint32_t, Lane> lanes_;
+  std::map<uint64_t, int64_t> pts_by_seq_;
+  std::set<uint64_t> awaited_, forgotten_, released_, accepted_, got_payload_;
+  uint64_t last_released_ = 0;
+  bool any_released_ = false;
+  uint64_t last_key_ = 0;
+  uint32_t fixed_limit_ = 0;
+  std::string failure_;
+};
+
+}  // namespace gpufan::ops

@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Scheduling policies: exact choice sequences for each policy, and the adaptive
+// policy in discrete-event simulations driven by a ManualClock.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gpufan/clock.h"
+#include "gpufan/scheduler.h"
+#include "gpufan/session.h"
+
+namespace gpufan {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+std::vector<LaneLoad> Lanes(std::initializer_list<uint32_t> ids) {
+  std::vector<LaneLoad> lanes;
+  for (uint32_t id : ids) {
+    LaneLoad l;
+    l.lane = id;
+    lanes.push_back(l);
+  }
+  return lanes;
+}
+
+// Picks `n` times with idle lanes (nothing ever outstanding).
+std::vector<uint32_t> PickIdle(Scheduler& s, const std::vector<LaneLoad>& lanes,
+                               int n) {
+  std::vector<uint32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const Pick p = s.Choose(lanes, 0);
+    EXPECT_EQ(p.status, PickStatus::kLane);
+    out.push_back(p.lane);
+  }
+  return out;
+}
+
+using Seq = std::vector<uint32_t>;
+
+// --- round-robin ---
+
+TEST(RoundRobin, StrictTurn) {
+  Scheduler s(Policy::kRoundRobin);
+  EXPECT_EQ(PickIdle(s, Lanes({0, 1, 2}), 7), (Seq{0, 1, 2, 0, 1, 2, 0}));
+}
+
+TEST(RoundRobin, SparseLaneIdsWrap) {
+  Scheduler s(Policy::kRoundRobin);
+  EXPECT_EQ(PickIdle(s, Lanes({2, 5, 100}), 5), (Seq{2, 5, 100, 2, 5}));
+}
+
+TEST(RoundRobin, WaitsForTheLaneInTurn) {
+  Scheduler s(Policy::kRoundRobin);
+  auto lanes = Lanes({0, 1, 2});
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 0u);
+  lanes[1].has_room = false;
+  // Lane 1's turn: it is full, so everyone waits, however often we ask.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kWait);
+  lanes[1].has_room = true;
+  EXPECT_EQ(PickIdle(s, lanes, 3), (Seq{1, 2, 0}));
+}
+
+TEST(RoundRobin, SkipsIneligibleLanesAndReportsNone) {
+  Scheduler s(Policy::kRoundRobin);
+  auto lanes = Lanes({0, 1, 2});
+  lanes[1].eligible = false;
+  EXPECT_EQ(PickIdle(s, lanes, 4), (Seq{0, 2, 0, 2}));
+  for (auto& l : lanes)
+    l.eligible = false;
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kNone);
+  EXPECT_EQ(s.Choose({}, 0).status, PickStatus::kNone);
+}
+
+TEST(RoundRobin, LaneSetChangesKeepTheTurn) {
+  Scheduler s(Policy::kRoundRobin);
+  EXPECT_EQ(PickIdle(s, Lanes({0, 1, 2}), 2), (Seq{0, 1}));
+  s.ResetCursors();
+  // Lane 3 appears: the turn goes on from lane 2.
+  EXPECT_EQ(PickIdle(s, Lanes({0, 1, 2, 3}), 4), (Seq{2, 3, 0, 1}));
+  // Lane 2 vanishes while it is in turn: the next lane above takes it.
+  EXPECT_EQ(PickIdle(s, Lanes({0, 1, 3}), 3), (Seq{3, 0, 1}));
+}
+
+// --- least-loaded ---
+
+TEST(LeastLoaded, IdleTiesRotate) {
+  Scheduler s(Policy::kLeastLoaded);
+  EXPECT_EQ(PickIdle(s, Lanes({0, 1, 2}), 7), (Seq{0, 1, 2, 0, 1, 2, 0}));
+}
+
+TEST(LeastLoaded, FewestOutstandingWins) {
+  Scheduler s(Policy::kLeastLoaded);
+  auto lanes = Lanes({0, 1, 2});
+  lanes[0].outstanding = 3;
+  lanes[1].outstanding = 1;
+  lanes[2].outstanding = 2;
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);
+  // Fill lanes as they are picked: the picks level the load.
+  Seq picks;
+  for (int i = 0; i < 6; ++i) {
+    const Pick p = s.Choose(lanes, 0);
+    ASSERT_EQ(p.status, PickStatus::kLane);
+    picks.push_back(p.lane);
+    for (auto& l : lanes)
+      if (l.lane == p.lane)
+        l.outstanding++;
+  }
+  // {3,1,2} -> 1; {3,2,2} tie, rotation after 1 -> 2; {3,2,3} -> 1;
+  // {3,3,3} rotation after 1 -> 2; {3,3,4} tie 0/1, after 2 wraps -> 0; -> 1.
+  EXPECT_EQ(picks, (Seq{1, 2, 1, 2, 0, 1}));
+}
+
+TEST(LeastLoaded, FullLanesAreSkippedThenWait) {
+  Scheduler s(Policy::kLeastLoaded);
+  auto lanes = Lanes({0, 1});
+  lanes[0].has_room = false;
+  lanes[1].outstanding = 5;
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);
+  lanes[1].has_room = false;
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kWait);
+  lanes[0].eligible = lanes[1].eligible = false;
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kNone);
+}
+
+// --- weighted ---
+
+TEST(Weighted, ThreeToOnePattern) {
+  Scheduler s(Policy::kWeighted);
+  auto lanes = Lanes({0, 1});
+  lanes[0].weight = 3;
+  lanes[1].weight = 1;
+  // Smooth: the light lane is spread out, not bunched.
+  EXPECT_EQ(PickIdle(s, lanes, 8), (Seq{0, 0, 1, 0, 0, 0, 1, 0}));
+  std::map<uint32_t, int> count;
+  for (uint32_t lane : PickIdle(s, lanes, 400))
+    count[lane]++;
+  EXPECT_EQ(count[0], 300);
+  EXPECT_EQ(count[1], 100);
+}
+
+TEST(Weighted, NginxFiveOneOne) {
+  Scheduler s(Policy::kWeighted);
+  auto lanes = Lanes({0, 1, 2});
+  lanes[0].weight = 5;
+  lanes[1].weight = 1;
+  lanes[2].weight = 1;
+  EXPECT_EQ(PickIdle(s, lanes, 7), (Seq{0, 0, 1, 0, 2, 0, 0}));
+}
+
+TEST(Weighted, ZeroWeightExcludes) {
+  Scheduler s(Policy::kWeighted);
+  auto lanes = Lanes({0, 1, 2});
+  lanes[1].weight = 0;
+  lanes[2].weight = -1;
+  EXPECT_EQ(PickIdle(s, lanes, 3), (Seq{0, 0, 0}));
+  lanes[0].weight = 0;
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kNone);
+}
+
+TEST(Weighted, WaitLeavesCreditsAlone) {
+  Scheduler s(Policy::kWeighted);
+  auto lanes = Lanes({0, 1});
+  lanes[0].weight = 3;
+  lanes[1].weight = 1;
+  EXPECT_EQ(PickIdle(s, lanes, 2), (Seq{0, 0}));
+  lanes[1].has_room = false;  // lane 1 is next
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kWait);
+  lanes[1].has_room = true;
+  EXPECT_EQ(PickIdle(s, lanes, 6), (Seq{1, 0, 0, 0, 1, 0}));
+}
+
+TEST(Weighted, VanishedLaneLosesItsCredit) {
+  Scheduler s(Policy::kWeighted);
+  auto lanes = Lanes({0, 1});
+  lanes[0].weight = 1;
+  lanes[1].weight = 1;
+  EXPECT_EQ(PickIdle(s, lanes, 1), (Seq{0}));
+  lanes[1].eligible = false;
+  EXPECT_EQ(PickIdle(s, lanes, 2), (Seq{0, 0}));
+  lanes[1].eligible = true;
+  // Lane 1 comes back with zero credit, lane 0 keeps its -1.
+  EXPECT_EQ(PickIdle(s, lanes, 4), (Seq{1, 0, 1, 0}));
+}
+
+// --- adaptive ---
+
+TEST(Adaptive, ExpectedCompletion) {
+  LaneLoad l;
+  l.service_ns = 10;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 110);  // idle
+  l.outstanding = 1;
+  l.head_started_ns = 95;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99),
+            115);          // head ends at 105
+  l.head_started_ns = 50;  // overdue head: assume it ends now
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 110);
+  l.outstanding = 3;
+  l.head_started_ns = 95;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 105 + 2 * 10 + 10);
+  l.head_started_ns = -1;  // head still queued
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 110 + 2 * 10 + 10);
+  l.service_ns = 0;  // unknown: the fallback stands in
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 7), 107 + 2 * 7 + 7);
+}
+
+TEST(Adaptive, PicksEarliestCompletion) {
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1, 2});
+  lanes[0].service_ns = 8 * kMs;
+  lanes[1].service_ns = 2 * kMs;
+  lanes[2].service_ns = 4 * kMs;
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);
+  lanes[1].outstanding = 2;
+  lanes[1].head_started_ns = 0;            // ends at 2, then 2 more: 6 ms
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 2u);  // 4 ms
+  lanes[2].has_room = false;
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);  // 6 < 8
+}
+
+TEST(Adaptive, UnknownLanesAreTriedOptimistically) {
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1});
+  lanes[0].service_ns = 5 * kMs;
+  lanes[0].outstanding = 1;
+  lanes[0].head_started_ns = 0;
+  // Lane 1 unknown: scored with 5 ms, idle -> wins.
+  EXPECT_EQ(s.Choose(lanes, 1 * kMs).lane, 1u);
+}
+
+TEST(Adaptive, WithoutKnowledgeBehavesLikeLeastLoaded) {
+  Scheduler adaptive(Policy::kAdaptive);
+  Scheduler least(Policy::kLeastLoaded);
+  auto lanes = Lanes({0, 1, 2});
+  for (int i = 0; i < 12; ++i) {
+    lanes[static_cast<size_t>(i) % 3].outstanding =
+        static_cast<uint32_t>(i % 4);
+    lanes[1].has_room = i % 5 != 0;
+    const Pick a = adaptive.Choose(lanes, i);
+    const Pick b = least.Choose(lanes, i);
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.lane, b.lane);
+  }
+}
+
+TEST(Adaptive, EqualIdleLanesRotate) {
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1, 2});
+  for (auto& l : lanes)
+    l.service_ns = kMs;
+  EXPECT_EQ(PickIdle(s, lanes, 6), (Seq{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(Adaptive, WaitsForAFullLaneThatWouldFinishMuchEarlier) {
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1});
+  lanes[0].service_ns = 2 * kMs;  // full: 3 outstanding, head started at 0
+  lanes[0].has_room = false;
+  lanes[0].outstanding = 3;
+  lanes[0].head_started_ns = 0;
+  lanes[1].service_ns = 20 * kMs;  // idle but slow
+  // Lane 0 would finish it at 8 ms (10 ms counting the wait for a slot);
+  // lane 1 at 20 ms: better to wait.
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kWait);
+  // A slow lane that is close enough is used rather than left idle.
+  lanes[1].service_ns = 8 * kMs;
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);
+  // A full lane whose current item is overdue may be stalled: never wait for
+  // it.
+  lanes[1].service_ns = 20 * kMs;
+  EXPECT_EQ(s.Choose(lanes, 3 * kMs).lane, 1u);
+}
+
+TEST(Adaptive, WaitAndNone) {
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0});
+  lanes[0].service_ns = kMs;
+  lanes[0].has_room = false;
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kWait);
+  lanes[0].eligible = false;
+  EXPECT_EQ(s.Choose(lanes, 0).status, PickStatus::kNone);
+}
+
+TEST(Scheduler, SetPolicySwitches) {
+  Scheduler s(Policy::kWeighted);
+  EXPECT_EQ(s.policy(), Policy::kWeighted);
+  s.SetPolicy(Policy::kRoundRobin);
+  EXPECT_EQ(s.policy(), Policy::kRoundRobin);
+  EXPECT_EQ(PickIdle(s, Lanes({0, 1}), 3), (Seq{0, 1, 0}));
+}
+
+// --- discrete-event simulation of a Session with the adaptive policy ---
+
+struct FakePayload : Payload {
+  explicit FakePayload(uint64_t s) : seq(s) {}
+  uint64_t seq;
+};
+
+// Lanes are sequential workers with a service time each; upstream pushes as
+// fast as the session admits (or at a fixed interval). Default queue and
+// in-flight limits: what a user gets. Completions come back
+// through the fan-in path (claimed lanes) and are released in order.
+class Simulation {
+ public:
+  using ServiceFn =
+      std::function<int64_t(uint32_t lane, uint64_t started_index)>;
+
+  Simulation(Policy policy, std::vector<int64_t> service_ns,
+             ServiceFn fn = nullptr)
+      : clock_(std::make_shared<ManualClock>(0)), fn_(std::move(fn)) {
+    SessionConfig config;
+    config.policy = policy;
+    config.stall_timeout_ns = 1'000'000 * kMs;
+    session_ = Session::Create(config, clock_);
+    for (uint32_t i = 0; i < service_ns.size(); ++i) {
+      session_->AddLane(i, Device::Cpu(static_cast<int>(i)));
+      session_->ClaimLane(i);
+      Lane lane;
+      lane.service_ns = service_ns[i];
+      lanes_.push_back(std::move(lane));
+    }
+  }
+
+  // Runs until `total` items were released. `interval_ns` > 0 spaces upstream
+  // items; 0 means upstream always has one ready.
+  void Run(uint64_t total, int64_t interval_ns = 0) {
+    int64_t next_arrival = 0;
+    while (released_.size() < total) {
+      while (dispatch_lane_.size() < total && clock_->NowNs() >= next_arrival) {
+        const std::optional<Dispatch> d =
+            session_->TryDispatchItem(next_arrival);
+        if (!d)
+          break;
+        ASSERT_EQ(d->status, DispatchStatus::kOk);
+        ASSERT_TRUE(d->awaited);
+        dispatch_lane_.push_back(d->lane);
+        lanes_[d->lane].queue.push_back(d->seq);
+        StartIfIdle(d->lane);
+        if (interval_ns > 0)
+          next_arrival += interval_ns;
+      }
+      // Advance to the next event: a completion or the next upstream item.
+      int64_t next = std::numeric_limits<int64_t>::max();
+      for (const Lane& l : lanes_)
+        if (l.busy)
+          next = std::min(next, l.done_at);
+      if (interval_ns > 0 && dispatch_lane_.size() < total &&
+          next_arrival > clock_->NowNs())
+        next = std::min(next, next_arrival);
+      ASSERT_NE(next, std::numeric_limits<int64_t>::max())
+          << "simulation stuck";
+      clock_->Set(next);
+      for (uint32_t i = 0; i < lanes_.size(); ++i) {
+        Lane& l = lanes_[i];
+        if (!l.busy || l.done_at != next)
+          continue;
+        l.busy = false;
+        const Arrival a = session_->Arrive(
+            i, l.current, kNoTime, std::make_unique<FakePayload>(l.current));
+        ASSERT_EQ(a.status, ArrivalStatus::kAccepted);
+        session_->OnPushed(i, l.current, PushOutcome::kDelivered);
+        last_completion_ns_ = next;
+        StartIfIdle(i);
+      }
+      ReadyBatch batch = session_->TakeReady();
+      for (Released& r : batch.items) {
+        ASSERT_NE(r.payload, nullptr);
+        ASSERT_EQ(static_cast<FakePayload *>(r.payload.get())->seq,
+                  released_.size());
+        released_.push_back(r.seq);
+      }
+    }
+  }
+
+  // Items dispatched to each lane among dispatches [from, to).
+  std::vector<int> Shares(size_t from, size_t to) const {
+    std::vector<int> count(lanes_.size(), 0);
+    for (size_t i = from; i < to && i < dispatch_lane_.size(); ++i)
+      count[dispatch_lane_[i]]++;
+    return count;
+  }
+
+  int64_t last_completion_ns() const { return last_completion_ns_; }
+  Session& session() { return *session_; }
+
+ private:
+  struct Lane {
+    int64_t service_ns = 0;
+    std::deque<uint64_t> queue;
+    bool busy = false;
+    uint64_t current = 0;
+    int64_t done_at = 0;
+    uint64_t started = 0;
+  };
+
+  void StartIfIdle(uint32_t lane) {
+    Lane& l = lanes_[lane];
+    if (l.busy || l.queue.empty())
+      return;
+    l.current = l.queue.front();
+    l.queue.pop_front();
+    l.busy = true;
+    session_->MarkStarted(lane, l.current);
+    const int64_t t = fn_ ? fn_(lane, l.started) : l.service_ns;
+    l.started++;
+    l.done_at = clock_->NowNs() + t;
+  }
+
+  std::shared_ptr<ManualClock> clock_;
+  ServiceFn fn_;
+  std::shared_ptr<Session> session_;
+  std::vector<Lane> lanes_;
+  std::vector<uint32_t> dispatch_lane_;
+  std::vector<uint64_t> released_;
+  int64_t last_completion_ns_ = 0;
+};
+
+TEST(AdaptiveSimulation, SharesFollowSpeedAndThroughputIsNearCapacity) {
+  Simulation sim(Policy::kAdaptive, {2 * kMs, 4 * kMs, 8 * kMs});
+  const uint64_t total = 700;
+  sim.Run(total);
+  const std::vector<int> shares = sim.Shares(0, total);
+  // Capacities 1/2 : 1/4 : 1/8 per ms = 4 : 2 : 1 -> 400 : 200 : 100.
+  EXPECT_NEAR(shares[0], 400, 20);
+  EXPECT_NEAR(shares[1], 200, 20);
+  EXPECT_NEAR(shares[2], 100, 20);
+  const double capacity_per_ms = 1.0 / 2 + 1.0 / 4 + 1.0 / 8;
+  const double achieved_per_ms =
+      static_cast<double>(total) /
+      (static_cast<double>(sim.last_completion_ns()) / kMs);
+  EXPECT_GE(achieved_per_ms, 0.95 * capacity_per_ms);
+  const SessionStats stats = sim.session().Stats();
+  EXPECT_EQ(stats.released, total);
+  EXPECT_EQ(stats.in_flight, 0u);
+  EXPECT_EQ(stats.lanes[0].service_ns, 2 * kMs);
+  EXPECT_EQ(stats.lanes[1].service_ns, 4 * kMs);
+  EXPECT_EQ(stats.lanes[2].service_ns, 8 * kMs);
+}
+
+TEST(AdaptiveSimulation, RebalancesWhenALaneSlowsDown) {
+  // Three equal 4 ms lanes; lane 0 becomes 4x slower from its 90th item on,
+  // around dispatch 270.
+  bool slowed = false;
+  Simulation sim(Policy::kAdaptive, {4 * kMs, 4 * kMs, 4 * kMs},
+                 [&](uint32_t lane, uint64_t started) {
+                   if (lane == 0 && started >= 90) {
+                     slowed = true;
+                     return 16 * kMs;
+                   }
+                   return 4 * kMs;
+                 });
+  sim.Run(300);
+  ASSERT_TRUE(slowed);
+  const std::vector<int> before = sim.Shares(0, 270);
+  EXPECT_NEAR(before[0], 90, 3);
+  sim.Run(700);
+  // Within 50 items of the change the lane's share has dropped to about its
+  // capacity share: 1/16 / (1/16 + 2/4) = 1/9.
+  const std::vector<int> after = sim.Shares(320, 700);
+  EXPECT_LE(after[0], 380 * 0.16);
+  EXPECT_GE(after[0], 380 * 0.06);
+}
+
+TEST(AdaptiveSimulation, IdleCapacityGoesToTheFastestLane) {
+  // Upstream delivers an item every 3 ms; the 2 ms lane alone keeps up.
+  Simulation adaptive(Policy::kAdaptive, {8 * kMs, 2 * kMs});
+  adaptive.Run(200, 3 * kMs);
+  const std::vector<int> shares = adaptive.Shares(10, 200);
+  EXPECT_GE(shares[1], 190 * 0.95);
+
+  // Round-robin sends half of them to the slow lane.
+  Simulation rr(Policy::kRoundRobin, {8 * kMs, 2 * kMs});
+  rr.Run(200, 3 * kMs);
+  EXPECT_EQ(rr.Shares(0, 200)[0], 100);
+}
+
+}  // namespace
+}  // namespace gpufan

@@ -1,0 +1,684 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Session: item lifecycle, drop inference, stall handling, admission,
+// flushing, lanes coming and going. Time is a ManualClock throughout.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpufan/session.h"
+
+namespace gpufan {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+struct Tag : Payload {
+  explicit Tag(std::string t) : text(std::move(t)) {}
+  std::string text;
+};
+
+PayloadPtr P(const std::string& text) {
+  return std::make_unique<Tag>(text);
+}
+
+using Strings = std::vector<std::string>;
+
+// "text@seq" for items, "-@seq" for empty entries, "text@e" for attachments.
+Strings Describe(const std::vector<Released>& items) {
+  Strings d;
+  for (const Released& r : items) {
+    std::string s = r.payload ? static_cast<Tag *>(r.payload.get())->text : "-";
+    s += "@" + (r.lane == kNoLane ? std::string("e") : std::to_string(r.seq));
+    d.push_back(s);
+  }
+  return d;
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void Make(SessionConfig config = {}, int lanes = 2, bool claim = true) {
+    config.stall_timeout_ns =
+        config.stall_timeout_ns == SessionConfig{}.stall_timeout_ns
+            ? 100 * kMs
+            : config.stall_timeout_ns;
+    session_ = Session::Create(config, clock_);
+    for (int i = 0; i < lanes; ++i) {
+      session_->AddLane(static_cast<uint32_t>(i), Device::Cpu(i));
+      if (claim)
+        session_->ClaimLane(static_cast<uint32_t>(i));
+    }
+  }
+
+  // Dispatches and starts one item; expects it on `lane`.
+  Dispatch Send(uint32_t lane, int64_t pts = kNoTime) {
+    const std::optional<Dispatch> d = session_->TryDispatchItem(pts);
+    EXPECT_TRUE(d.has_value());
+    if (!d)
+      return {};
+    EXPECT_EQ(d->status, DispatchStatus::kOk);
+    EXPECT_EQ(d->lane, lane);
+    session_->MarkStarted(d->lane, d->seq);
+    return *d;
+  }
+
+  Strings Take() { return Describe(session_->TakeReady().items); }
+
+  const LaneStats& Lane(const SessionStats& s, uint32_t lane) {
+    for (const LaneStats& l : s.lanes)
+      if (l.lane == lane)
+        return l;
+    ADD_FAILURE() << "no lane " << lane;
+    return s.lanes.front();
+  }
+
+  std::shared_ptr<ManualClock> clock_ =
+      std::make_shared<ManualClock>(1000 * kMs);
+  std::shared_ptr<Session> session_;
+};
+
+SessionConfig RoundRobin() {
+  SessionConfig c;
+  c.policy = Policy::kRoundRobin;
+  return c;
+}
+
+TEST_F(SessionTest, IdsAreUniqueAndPositive) {
+  auto a = Session::Create();
+  auto b = Session::Create();
+  EXPECT_GT(a->id(), 0u);
+  EXPECT_NE(a->id(), b->id());
+  EXPECT_GT(a->clock().NowNs(), 0);  // SteadyClock by default
+}
+
+TEST_F(SessionTest, ConfigurationIsSanitized) {
+  Make();
+  EXPECT_EQ(session_->policy(), Policy::kAdaptive);
+  session_->SetPolicy(Policy::kWeighted);
+  EXPECT_EQ(session_->policy(), Policy::kWeighted);
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 2u * (4 + 2));
+  session_->SetLaneQueueSize(0);
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 2u * (1 + 2));
+  session_->SetMaxInFlight(5);
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 5u);
+  session_->SetStallTimeout(-3);
+  EXPECT_EQ(session_->stall_timeout_ns(), 1);
+  EXPECT_TRUE(session_->HasLane(1));
+  EXPECT_FALSE(session_->HasLane(2));
+  EXPECT_TRUE(session_->IsLaneClaimed(0));
+  EXPECT_FALSE(session_->IsLaneClaimed(7));
+}
+
+TEST_F(SessionTest, NoLanes) {
+  Make({}, 0);
+  EXPECT_EQ(session_->DispatchItem(0).status, DispatchStatus::kNoLanes);
+  EXPECT_EQ(session_->TryDispatchItem(0)->status, DispatchStatus::kNoLanes);
+  session_->AddLane(0, Device::Cpu(0));
+  session_->SetLaneEligible(0, false);
+  EXPECT_EQ(session_->DispatchItem(0).status, DispatchStatus::kNoLanes);
+  session_->SetLaneEligible(0, true);
+  EXPECT_EQ(session_->DispatchItem(0).status, DispatchStatus::kOk);
+  // Weighted with only zero weights: no lane either.
+  session_->SetPolicy(Policy::kWeighted);
+  session_->SetLaneWeight(0, 0.0);
+  EXPECT_EQ(session_->DispatchItem(0).status, DispatchStatus::kNoLanes);
+}
+
+TEST_F(SessionTest, InOrderRelease) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  const Dispatch c = Send(0);
+  EXPECT_EQ(a.seq, 0u);
+  EXPECT_EQ(b.seq, 1u);
+  EXPECT_EQ(c.seq, 2u);
+  EXPECT_TRUE(a.awaited);
+  // Lane workers report their pushes; the fan-in completes awaited items.
+  session_->OnPushed(0, a.seq, PushOutcome::kDelivered);
+  session_->OnPushed(1, b.seq, PushOutcome::kDelivered);
+  EXPECT_EQ(session_->Arrive(1, b.seq, kNoTime, P("b")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"a@0", "b@1"}));
+  EXPECT_FALSE(session_->WindowEmpty());
+  session_->Arrive(0, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{"c@2"}));
+  EXPECT_TRUE(session_->WindowEmpty());
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(s.dispatched, 3u);
+  EXPECT_EQ(s.released, 3u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(Lane(s, 0).completed, 2u);
+  EXPECT_EQ(Lane(s, 1).completed, 1u);
+  EXPECT_EQ(Lane(s, 1).reorder_waits, 1u);
+  EXPECT_EQ(Lane(s, 0).reorder_waits, 0u);
+  EXPECT_EQ(s.window_peak, 3u);
+}
+
+TEST_F(SessionTest, FifoOrderProvesEarlierItemsDropped) {
+  Make({}, 1);
+  std::vector<Dispatch> d;
+  for (int i = 0; i < 4; ++i) {
+    d.push_back(Send(0, i * 40 * kMs));
+    session_->OnPushed(0, d.back().seq, PushOutcome::kDelivered);
+  }
+  // The branch dropped items 0 and 1; item 2 comes out first.
+  EXPECT_EQ(session_->Arrive(0, d[2].seq, kNoTime, P("c")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"-@0", "-@1", "c@2"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).dropped, 2u);
+  EXPECT_EQ(Lane(s, 0).completed, 1u);
+  EXPECT_EQ(Lane(s, 0).in_flight, 1u);
+  EXPECT_EQ(s.in_flight, 1u);
+  EXPECT_EQ(s.released, 3u);
+  // A dropped item that shows up after all is late.
+  EXPECT_EQ(session_->Arrive(0, d[0].seq, kNoTime, P("a")).status,
+            ArrivalStatus::kLate);
+  EXPECT_EQ(Lane(session_->Stats(), 0).late, 1u);
+}
+
+TEST_F(SessionTest, PtsMatchesWhenTheSequenceNumberIsLost) {
+  Make({}, 1);
+  for (int i = 0; i < 4; ++i)
+    Send(0, i * 40 * kMs);
+  // No meta: matched by pts; item 0 is proven dropped.
+  Arrival a = session_->Arrive(0, std::nullopt, 40 * kMs, P("b"));
+  EXPECT_EQ(a.status, ArrivalStatus::kAccepted);
+  EXPECT_EQ(a.seq, 1u);
+  // No meta and no usable pts: the lane's oldest.
+  a = session_->Arrive(0, std::nullopt, kNoTime, P("c"));
+  EXPECT_EQ(a.seq, 2u);
+  // A pts nobody has: still the oldest (the branch retimed it).
+  a = session_->Arrive(0, std::nullopt, 7, P("d"));
+  EXPECT_EQ(a.seq, 3u);
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "c@2", "d@3"}));
+  // Nothing outstanding: it cannot be placed, it leaves with the next release.
+  a = session_->Arrive(0, std::nullopt, 0, P("x"));
+  EXPECT_EQ(a.status, ArrivalStatus::kUnmatched);
+  EXPECT_EQ(Take(), (Strings{"x@e"}));
+  EXPECT_EQ(session_->Stats().unmatched, 1u);
+}
+
+TEST_F(SessionTest, UnmatchedLeavesBeforeThePendingHead) {
+  Make({}, 1);
+  const Dispatch a = Send(0);
+  session_->LaneEnded(0);  // a is gone
+  const Dispatch b = Send(0);
+  EXPECT_EQ(session_->Arrive(0, 999, kNoTime, P("x")).status,
+            ArrivalStatus::kUnmatched);
+  // The head (dropped a) has not left yet: x goes right before it.
+  EXPECT_EQ(Take(), (Strings{"x@e", "-@0"}));
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Take(), (Strings{"b@1"}));
+  EXPECT_EQ(a.seq, 0u);
+}
+
+TEST_F(SessionTest, StallTimeoutExpiresTheHead) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  EXPECT_TRUE(Take().empty());
+  clock_->Advance(100 * kMs - 1);
+  EXPECT_TRUE(Take().empty());
+  clock_->Advance(1);
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1"}));
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).timed_out, 1u);
+  EXPECT_EQ(Lane(s, 0).in_flight, 0u);
+  EXPECT_EQ(s.in_flight, 0u);
+  // It comes back after all: late, dropped by the caller.
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kLate);
+  s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).late, 1u);
+  EXPECT_TRUE(Take().empty());
+}
+
+TEST_F(SessionTest, ExpiredItemWithoutMetaDoesNotTakeTheNextOnesPlace) {
+  Make({}, 1);
+  const Dispatch a = Send(0, 0);
+  const Dispatch b = Send(0, 40 * kMs);
+  clock_->Advance(100 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+  // a comes back without its meta: its pts marks it as the expired one.
+  const Arrival late = session_->Arrive(0, std::nullopt, 0, P("a"));
+  EXPECT_EQ(late.status, ArrivalStatus::kLate);
+  EXPECT_EQ(late.seq, a.seq);
+  const Arrival next = session_->Arrive(0, std::nullopt, 40 * kMs, P("b"));
+  EXPECT_EQ(next.status, ArrivalStatus::kAccepted);
+  EXPECT_EQ(next.seq, b.seq);
+  EXPECT_EQ(Take(), (Strings{"b@1"}));
+  EXPECT_EQ(Lane(session_->Stats(), 0).late, 1u);
+}
+
+TEST_F(SessionTest, StallClockStartsWhenAnItemBecomesHead) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  clock_->Advance(90 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  EXPECT_EQ(Take(), (Strings{"a@0"}));
+  // b was dispatched 90 ms ago but only became head now: a full timeout.
+  clock_->Advance(99 * kMs);
+  EXPECT_TRUE(Take().empty());
+  clock_->Advance(1 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@1"}));
+  EXPECT_EQ(b.seq, 1u);
+}
+
+TEST_F(SessionTest, WaitOutputReturnsAtOnceWhenTheStallDeadlinePassed) {
+  Make({}, 1);
+  Send(0);
+  const uint64_t gen = session_->TakeReady().generation;
+  clock_->Advance(100 * kMs);
+  session_->WaitOutput(gen, 3600LL * 1000 * kMs);  // would hang if it waited
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+}
+
+TEST_F(SessionTest, WaitOutputWakesOnArrival) {
+  Make({}, 1);
+  const Dispatch a = Send(0);
+  const uint64_t gen = session_->TakeReady().generation;
+  std::thread arriver([&] { session_->Arrive(0, a.seq, kNoTime, P("a")); });
+  // Returns once the generation moves (bounded by the long max wait anyway).
+  session_->WaitOutput(gen, 60'000 * kMs);
+  arriver.join();
+  EXPECT_EQ(Take(), (Strings{"a@0"}));
+  // An unchanged generation with a short bound just times out.
+  const uint64_t gen2 = session_->TakeReady().generation;
+  session_->WaitOutput(gen2, 1 * kMs);
+  session_->WakeOutput();
+  session_->WaitOutput(gen2, 60'000 * kMs);  // already moved: no wait
+}
+
+TEST_F(SessionTest, UnawaitedLanesNeverBlockTheWindow) {
+  Make(RoundRobin(), 2, false);
+  session_->ClaimLane(0);  // lane 1 has no fan-in
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  const Dispatch c = Send(0);
+  EXPECT_TRUE(a.awaited);
+  EXPECT_FALSE(b.awaited);
+  session_->OnPushed(1, b.seq, PushOutcome::kDelivered);  // completes b
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 1).completed, 1u);
+  EXPECT_EQ(s.in_flight, 2u);
+  EXPECT_EQ(s.window_occupancy, 2u);
+  session_->Arrive(0, c.seq, kNoTime, P("c"));  // proves a dropped
+  EXPECT_EQ(Take(), (Strings{"-@0", "c@2"}));
+  s = session_->Stats();
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.released, 2u);
+  // Items that were not awaited: failures and drops count, nothing waits.
+  const Dispatch d = Send(1);
+  session_->OnPushed(1, d.seq, PushOutcome::kFailed);
+  const Dispatch e = Send(0);
+  const Dispatch f = Send(1);
+  session_->OnPushed(1, f.seq, PushOutcome::kDropped);
+  s = session_->Stats();
+  EXPECT_EQ(Lane(s, 1).failed, 1u);
+  EXPECT_EQ(Lane(s, 1).dropped, 1u);
+  EXPECT_EQ(s.in_flight, 1u);
+  EXPECT_EQ(e.seq, 4u);
+}
+
+TEST_F(SessionTest, ArrivalOfAnItemDispatchedBeforeTheClaim) {
+  Make({}, 1, false);
+  const Dispatch a = Send(0);
+  EXPECT_FALSE(a.awaited);
+  session_->OnPushed(0, a.seq, PushOutcome::kDelivered);
+  session_->ClaimLane(0);
+  const Dispatch b = Send(0);
+  EXPECT_TRUE(b.awaited);
+  // A synchronous branch: b arrives inside its push; then a, late, via a queue.
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Take(), (Strings{"b@1"}));
+  // Not late, not unmatched: it was simply never ordered.
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"a@e"}));
+}
+
+TEST_F(SessionTest, UnawaitedItemArrivingInsideItsPush) {
+  Make({}, 1, false);
+  const Dispatch a = Send(0);
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kAccepted);
+  session_->OnPushed(0, a.seq, PushOutcome::kDelivered);  // already complete
+  EXPECT_EQ(Take(), (Strings{"a@e"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).completed, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+}
+
+TEST_F(SessionTest, FailedAndDroppedPushesOfAwaitedItems) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  const Dispatch c = Send(0);
+  session_->OnPushed(0, a.seq, PushOutcome::kFailed);
+  session_->OnPushed(1, b.seq, PushOutcome::kDropped);
+  session_->OnPushed(0, c.seq, PushOutcome::kDelivered);
+  session_->Arrive(0, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{"-@0", "-@1", "c@2"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).failed, 1u);
+  EXPECT_EQ(Lane(s, 1).dropped, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+}
+
+TEST_F(SessionTest, SeveralBuffersForOneItemCountOnce) {
+  Make({}, 1);
+  const Dispatch a = Send(0);
+  session_->Arrive(0, a.seq, kNoTime, P("a1"));
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a2")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"a1@0", "a2@0"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(s.released, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(Lane(s, 0).completed, 1u);
+  // One more after it left: late.
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a3")).status,
+            ArrivalStatus::kLate);
+}
+
+TEST_F(SessionTest, AdmissionIsBoundedByInFlight) {
+  SessionConfig c = RoundRobin();
+  c.max_in_flight = 3;
+  Make(c);
+  // Dispatched, not started: the lane workers are busy.
+  const Dispatch a = *session_->TryDispatchItem(0);
+  const Dispatch b = *session_->TryDispatchItem(0);
+  session_->TryDispatchItem(0);
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  // b arrives but cannot leave before a: still in flight.
+  session_->MarkStarted(1, b.seq);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  EXPECT_TRUE(Take().empty());
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  session_->MarkStarted(0, a.seq);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  EXPECT_EQ(Take(), (Strings{"a@0", "b@1"}));
+  EXPECT_TRUE(session_->TryDispatchItem(0).has_value());
+  EXPECT_TRUE(session_->TryDispatchItem(0).has_value());
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  EXPECT_EQ(session_->Stats().max_in_flight, 3u);
+}
+
+TEST_F(SessionTest, FullWindowProbesTheIdleLaneOfItsHead) {
+  SessionConfig c = RoundRobin();
+  c.max_in_flight = 2;
+  c.lane_queue_size = 2;
+  Make(c);
+  const Dispatch a = Send(0);  // its branch drops it
+  const Dispatch b = Send(1);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  EXPECT_TRUE(Take().empty());
+  // Full, and lane 0 is idle with only the head outstanding: one more item
+  // goes to lane 0 whatever the policy says, since only it can prove the drop.
+  std::optional<Dispatch> probe = session_->TryDispatchItem(0);
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_EQ(probe->lane, 0u);
+  // Not started yet: no further probe.
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  session_->MarkStarted(0, probe->seq);
+  // The probe was dropped as well: one more, then the lane is at its bound
+  // (lane_queue_size + 1 outstanding).
+  std::optional<Dispatch> probe2 = session_->TryDispatchItem(0);
+  ASSERT_TRUE(probe2.has_value());
+  EXPECT_EQ(probe2->lane, 0u);
+  session_->MarkStarted(0, probe2->seq);
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  EXPECT_EQ(Lane(session_->Stats(), 0).in_flight, 3u);
+  // The second probe comes out: the head and the first probe were dropped.
+  session_->Arrive(0, probe2->seq, kNoTime, P("p"));
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "-@2", "p@3"}));
+  EXPECT_EQ(session_->Stats().in_flight, 0u);
+  EXPECT_EQ(a.seq, 0u);
+}
+
+TEST_F(SessionTest, NoProbeWhileTheHeadLaneHasQueuedWork) {
+  SessionConfig c = RoundRobin();
+  c.max_in_flight = 2;
+  Make(c);
+  session_->TryDispatchItem(0);  // lane 0, not started
+  const Dispatch b = Send(1);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+}
+
+TEST_F(SessionTest, AdmissionIsBoundedByLaneQueues) {
+  SessionConfig c;
+  c.lane_queue_size = 2;
+  Make(c, 1);
+  const Dispatch a = *session_->TryDispatchItem(0);
+  session_->TryDispatchItem(0);
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  EXPECT_EQ(Lane(session_->Stats(), 0).queued, 2u);
+  session_->MarkStarted(0, a.seq);  // the worker took one
+  EXPECT_TRUE(session_->TryDispatchItem(0).has_value());
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).queued, 2u);
+  EXPECT_EQ(Lane(s, 0).in_flight, 3u);
+}
+
+TEST_F(SessionTest, FlushingWakesABlockedDispatch) {
+  SessionConfig c;
+  c.max_in_flight = 1;
+  Make(c, 1);
+  // Not started: the lane is busy, so nothing may go past the limit.
+  session_->TryDispatchItem(0);
+  auto blocked =
+      std::async(std::launch::async, [&] { return session_->DispatchItem(0); });
+  // Give it a chance to block; correctness does not depend on it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  session_->SetFlushing(true);
+  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  EXPECT_EQ(blocked.get().status, DispatchStatus::kFlushing);
+  EXPECT_TRUE(session_->flushing());
+  EXPECT_EQ(session_->TryDispatchItem(0)->status, DispatchStatus::kFlushing);
+  session_->SetFlushing(false);
+  session_->Reset();
+  EXPECT_EQ(session_->DispatchItem(0).status, DispatchStatus::kOk);
+}
+
+TEST_F(SessionTest, CompletionWakesABlockedDispatch) {
+  SessionConfig c;
+  c.max_in_flight = 1;
+  Make(c, 1);
+  // Not started: the lane is busy, so nothing may go past the limit.
+  const Dispatch a = *session_->TryDispatchItem(0);
+  auto blocked =
+      std::async(std::launch::async, [&] { return session_->DispatchItem(0); });
+  session_->MarkStarted(0, a.seq);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  session_->TakeReady();
+  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  const Dispatch b = blocked.get();
+  EXPECT_EQ(b.status, DispatchStatus::kOk);
+  EXPECT_EQ(b.seq, 1u);
+}
+
+TEST_F(SessionTest, RemovingTheLastLaneWakesABlockedDispatch) {
+  SessionConfig c;
+  c.max_in_flight = 1;
+  Make(c, 1);
+  // Not started: the lane is busy, so nothing may go past the limit.
+  session_->TryDispatchItem(0);
+  auto blocked =
+      std::async(std::launch::async, [&] { return session_->DispatchItem(0); });
+  session_->RemoveLane(0);
+  ASSERT_EQ(blocked.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  EXPECT_EQ(blocked.get().status, DispatchStatus::kNoLanes);
+}
+
+TEST_F(SessionTest, ResetForgetsItemsButKeepsCountersAndSequence) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->AttachBefore(5, P("event"));
+  session_->Reset();
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.window_occupancy, 0u);
+  EXPECT_EQ(s.dispatched, 2u);
+  EXPECT_EQ(Lane(s, 1).completed, 1u);
+  EXPECT_EQ(Lane(s, 0).in_flight, 0u);
+  EXPECT_EQ(Lane(s, 0).queued, 0u);
+  EXPECT_TRUE(Take().empty());
+  EXPECT_TRUE(session_->WindowEmpty());
+  // Workers still finishing old items are ignored; old arrivals are late.
+  session_->OnPushed(0, a.seq, PushOutcome::kDelivered);
+  session_->MarkStarted(0, a.seq);
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kLate);
+  const Dispatch c = Send(0);
+  EXPECT_EQ(c.seq, 2u);
+  session_->Arrive(0, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{"c@2"}));
+  EXPECT_EQ(session_->Stats().in_flight, 0u);
+}
+
+TEST_F(SessionTest, EventPositions) {
+  Make(RoundRobin());
+  EXPECT_FALSE(session_->EventPosition(1).has_value());
+  EXPECT_EQ(session_->MarkEventPosition(1), 0u);
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  EXPECT_EQ(session_->MarkEventPosition(2), 2u);
+  const Dispatch c = Send(0);
+  EXPECT_EQ(session_->EventPosition(1), 0u);
+  EXPECT_EQ(session_->EventPosition(2), 2u);
+  // The fan-in places events at their positions.
+  session_->AttachBefore(*session_->EventPosition(2), P("caps"));
+  session_->AttachBefore(*session_->EventPosition(1), P("segment"));
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  session_->Arrive(0, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{"segment@e", "a@0", "b@1", "caps@e", "c@2"}));
+  // Only the last 64 are kept.
+  for (uint32_t key = 100; key < 200; ++key)
+    session_->MarkEventPosition(key);
+  EXPECT_FALSE(session_->EventPosition(1).has_value());
+  EXPECT_FALSE(session_->EventPosition(135).has_value());
+  EXPECT_EQ(session_->EventPosition(136), 3u);
+  EXPECT_EQ(session_->EventPosition(199), 3u);
+}
+
+TEST_F(SessionTest, EventAfterEverythingLeavesAfterTheLastItem) {
+  Make({}, 1);
+  const Dispatch a = Send(0);
+  session_->AttachBefore(session_->MarkEventPosition(9), P("eos"));
+  EXPECT_TRUE(Take().empty());
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  EXPECT_EQ(Take(), (Strings{"a@0", "eos@e"}));
+}
+
+TEST_F(SessionTest, RemoveLaneWithOutstandingItems) {
+  Make(RoundRobin(), 3);
+  std::vector<Dispatch> d;
+  for (int i = 0; i < 6; ++i)
+    d.push_back(Send(static_cast<uint32_t>(i % 3)));
+  session_->Arrive(0, d[0].seq, kNoTime, P("a"));
+  session_->Arrive(2, d[2].seq, kNoTime, P("c"));
+  session_->RemoveLane(1);
+  EXPECT_FALSE(session_->HasLane(1));
+  EXPECT_EQ(Take(), (Strings{"a@0", "-@1", "c@2"}));
+  session_->Arrive(0, d[3].seq, kNoTime, P("d"));
+  session_->Arrive(2, d[5].seq, kNoTime, P("f"));
+  EXPECT_EQ(Take(), (Strings{"d@3", "-@4", "f@5"}));
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.lanes.size(), 2u);
+  // A late arrival on the removed lane is refused.
+  EXPECT_EQ(session_->Arrive(1, d[1].seq, kNoTime, P("b")).status,
+            ArrivalStatus::kLate);
+  // The turn continues over the remaining lanes.
+  EXPECT_EQ(Send(0).seq, 6u);
+  EXPECT_EQ(Send(2).seq, 7u);
+  EXPECT_EQ(Send(0).seq, 8u);
+}
+
+TEST_F(SessionTest, LaneEndedDropsItsOutstandingItems) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  const Dispatch c = Send(0);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->LaneEnded(0);
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "-@2"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).dropped, 2u);
+  EXPECT_EQ(Lane(s, 0).queued, 0u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(a.seq + c.seq, 2u);
+}
+
+TEST_F(SessionTest, LearnsServiceTimesAndFps) {
+  Make(RoundRobin());
+  for (int i = 0; i < 10; ++i) {
+    const Dispatch a = Send(0);
+    const Dispatch b = Send(1);
+    clock_->Advance(2 * kMs);
+    session_->Arrive(0, a.seq, kNoTime, P("a"));
+    clock_->Advance(2 * kMs);
+    session_->Arrive(1, b.seq, kNoTime, P("b"));
+    session_->TakeReady();
+  }
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).service_ns, 2 * kMs);
+  EXPECT_EQ(Lane(s, 1).service_ns, 4 * kMs);
+  EXPECT_EQ(s.elapsed_ns, 40 * kMs);
+  EXPECT_DOUBLE_EQ(Lane(s, 0).fps, 10 / 0.040);
+  EXPECT_EQ(Lane(s, 0).device.name, "cpu:0");
+  EXPECT_TRUE(Lane(s, 0).claimed);
+  EXPECT_TRUE(Lane(s, 0).eligible);
+  EXPECT_EQ(s.policy, Policy::kRoundRobin);
+}
+
+TEST_F(SessionTest, ServiceTimeExcludesQueueingBehindThePreviousItem) {
+  Make({}, 1);
+  // Two items started together; the second can only begin when the first ends.
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(0);
+  clock_->Advance(3 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  clock_->Advance(3 * kMs);
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 3 * kMs);
+}
+
+TEST_F(SessionTest, AdaptiveSpreadsOverUnknownLanesThenPrefersTheFastOne) {
+  Make({}, 2);
+  // No knowledge yet: least-loaded with rotation.
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  clock_->Advance(1 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  clock_->Advance(9 * kMs);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->TakeReady();
+  // Lane 0 takes 1 ms, lane 1 10 ms: lane 0 gets items until its queue (4)
+  // is full, even 4 deep it finishes before lane 1 would.
+  std::vector<uint32_t> lanes;
+  for (int i = 0; i < 5; ++i)
+    lanes.push_back(session_->TryDispatchItem(0)->lane);
+  EXPECT_EQ(lanes, (std::vector<uint32_t>{0, 0, 0, 0, 1}));
+}
+
+}  // namespace
+}  // namespace gpufan

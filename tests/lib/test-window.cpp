@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The reorder window: unit cases, then a property test over random
+// interleavings of open/arrive/drop/expire/attach/pop.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpufan/reorder-window.h"
+
+namespace gpufan {
+namespace {
+
+struct Tag : Payload {
+  explicit Tag(std::string t) : text(std::move(t)) {}
+  std::string text;
+};
+
+PayloadPtr P(const std::string& text) {
+  return std::make_unique<Tag>(text);
+}
+
+// "text@seq/lane" for payloads, "-@seq/lane" for empty entries; lane "e" for
+// attachments.
+std::vector<std::string> Describe(const std::vector<Released>& out) {
+  std::vector<std::string> d;
+  for (const Released& r : out) {
+    std::string s = r.payload ? static_cast<Tag *>(r.payload.get())->text : "-";
+    s += "@" + std::to_string(r.seq) + "/" +
+         (r.lane == kNoLane ? "e" : std::to_string(r.lane));
+    d.push_back(s);
+  }
+  return d;
+}
+
+std::vector<std::string> Pop(ReorderWindow& w, int64_t now = 0) {
+  std::vector<Released> out;
+  const size_t n = w.PopSettled(out, now);
+  EXPECT_EQ(n, out.size());
+  return Describe(out);
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(ReorderWindow, ReleasesInSequenceOrder) {
+  ReorderWindow w;
+  for (uint64_t s = 0; s < 4; ++s)
+    w.Open(s, static_cast<uint32_t>(s % 2), 0);
+  EXPECT_EQ(w.Arrive(2, P("c")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_TRUE(Pop(w).empty());
+  EXPECT_TRUE(w.HeadPending());
+  EXPECT_EQ(w.Arrive(0, P("a")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(Pop(w), (Strings{"a@0/0", "b@1/1", "c@2/0"}));
+  EXPECT_EQ(w.occupancy(), 1u);
+  EXPECT_EQ(w.head_seq(), 3u);
+  EXPECT_EQ(w.head_lane(), 1u);
+  EXPECT_TRUE(w.IsReleased(1));
+  EXPECT_FALSE(w.IsReleased(3));
+  EXPECT_TRUE(w.IsOpen(3));
+  EXPECT_FALSE(w.IsOpen(1));
+  EXPECT_EQ(w.Arrive(3, P("d")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(Pop(w), (Strings{"d@3/1"}));
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.peak_occupancy(), 4u);
+}
+
+TEST(ReorderWindow, SparseSequenceNumbers) {
+  ReorderWindow w;
+  w.Open(10, 0, 0);
+  w.Open(13, 1, 0);
+  w.Open(20, 0, 0);
+  EXPECT_EQ(w.Arrive(12, P("x")), ReorderWindow::ArriveResult::kUnknown);
+  w.Arrive(20, P("c"));
+  w.Arrive(13, P("b"));
+  w.Arrive(10, P("a"));
+  EXPECT_EQ(Pop(w), (Strings{"a@10/0", "b@13/1", "c@20/0"}));
+  // 12 was never opened; below the release mark it counts as late.
+  EXPECT_EQ(w.Arrive(12, P("x")), ReorderWindow::ArriveResult::kLate);
+  EXPECT_EQ(w.Arrive(99, P("x")), ReorderWindow::ArriveResult::kUnknown);
+}
+
+TEST(ReorderWindow, DropAndExpireLeaveEmptyEntries) {
+  ReorderWindow w;
+  w.Open(0, 0, 0);
+  w.Open(1, 1, 0);
+  w.Open(2, 2, 0);
+  EXPECT_TRUE(w.Drop(1));
+  EXPECT_FALSE(w.Drop(1));
+  EXPECT_FALSE(w.Drop(7));
+  w.Arrive(2, P("c"));
+  EXPECT_EQ(w.head_since_ns(), 0);
+  EXPECT_TRUE(w.ExpireHead(50));
+  EXPECT_FALSE(w.ExpireHead(50));
+  EXPECT_EQ(Pop(w, 60), (Strings{"-@0/0", "-@1/1", "c@2/2"}));
+  EXPECT_FALSE(w.ExpireHead(70));  // empty
+}
+
+TEST(ReorderWindow, LateArrivalsAreRefused) {
+  ReorderWindow w;
+  w.Open(0, 0, 0);
+  w.Open(1, 0, 0);
+  w.Drop(0);
+  w.ExpireHead(0);  // head is dropped already: nothing to expire
+  // Still in the window but given up: late, and not kept.
+  EXPECT_EQ(w.Arrive(0, P("a")), ReorderWindow::ArriveResult::kLate);
+  EXPECT_EQ(Pop(w), (Strings{"-@0/0"}));
+  EXPECT_TRUE(w.ExpireHead(5));
+  EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kLate);
+  EXPECT_EQ(Pop(w), (Strings{"-@1/0"}));
+  EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kLate);
+}
+
+TEST(ReorderWindow, SeveralPayloadsPerSlot) {
+  ReorderWindow w;
+  w.Open(5, 3, 0);
+  w.Arrive(5, P("a1"));
+  w.Arrive(5, P("a2"));
+  EXPECT_EQ(Pop(w), (Strings{"a1@5/3", "a2@5/3"}));
+}
+
+TEST(ReorderWindow, AttachmentsBeforeTheirSlot) {
+  ReorderWindow w;
+  w.Open(0, 0, 0);
+  w.Open(2, 0, 0);
+  w.AttachBefore(0, P("e0"));  // before the head: may leave at once
+  w.AttachBefore(1, P("e1"));  // no slot 1: before slot 2
+  w.AttachBefore(2, P("e2"));
+  w.AttachBefore(3, P("t1"));  // after every open slot
+  EXPECT_EQ(Pop(w), (Strings{"e0@0/e"}));
+  w.Arrive(2, P("b"));
+  EXPECT_TRUE(Pop(w).empty());
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(Pop(w), (Strings{"a@0/0", "e1@2/e", "e2@2/e", "b@2/0", "t1@3/e"}));
+}
+
+TEST(ReorderWindow, TrailingAttachmentsGoBeforeTheNextSlot) {
+  ReorderWindow w;
+  w.AttachBefore(0, P("t0"));  // empty window: trailing
+  w.Open(4, 1, 0);
+  w.AttachBefore(9, P("t1"));
+  w.Open(5, 1, 0);  // takes t1 along as its leading attachment
+  EXPECT_EQ(Pop(w), (Strings{"t0@4/e"}));
+  w.Arrive(5, P("b"));
+  w.Drop(4);
+  EXPECT_EQ(Pop(w), (Strings{"-@4/1", "t1@5/e", "b@5/1"}));
+  // Empty window: an attachment leaves at the next pop.
+  w.AttachBefore(0, P("t2"));
+  EXPECT_EQ(Pop(w), (Strings{"t2@6/e"}));
+}
+
+TEST(ReorderWindow, HeadSinceFollowsReleases) {
+  ReorderWindow w;
+  w.Open(0, 0, 100);
+  w.Open(1, 0, 200);
+  w.Open(2, 0, 900);
+  EXPECT_EQ(w.head_since_ns(), 100);
+  w.Arrive(0, P("a"));
+  Pop(w, 500);
+  EXPECT_EQ(w.head_since_ns(), 500);  // became head at 500, after dispatch
+  w.Arrive(1, P("b"));
+  Pop(w, 600);
+  EXPECT_EQ(w.head_since_ns(), 900);  // dispatched after the release
+}
+
+TEST(ReorderWindow, ClearForgetsAndMakesOldSlotsLate) {
+  ReorderWindow w;
+  w.Open(0, 0, 0);
+  w.Open(1, 0, 0);
+  w.Arrive(1, P("b"));
+  w.AttachBefore(9, P("t"));
+  w.Clear();
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(Pop(w).empty());
+  EXPECT_EQ(w.peak_occupancy(), 2u);
+  EXPECT_EQ(w.Arrive(0, P("a")), ReorderWindow::ArriveResult::kLate);
+  w.Open(2, 0, 0);
+  w.Arrive(2, P("c"));
+  EXPECT_EQ(Pop(w), (Strings{"c@2/0"}));
+}
+
+// --- property test ---
+
+// One expected output entry: an item (or its empty entry) or an attachment.
+struct Expected {
+  std::string text;  // "-" for an empty (dropped/expired) entry
+  bool operator==(const Expected& o) const { return text == o.text; }
+};
+
+// Runs one random scenario; returns a failure message or "".
+std::string RunScenario(uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int n = std::uniform_int_distribution<int>(1, 120)(rng);
+
+  ReorderWindow w;
+  // Model: per opened slot, the attachments bound before it and its fate.
+  struct ModelSlot {
+    uint64_t seq;
+    std::vector<std::string> before;
+    std::vector<std::string> payloads;
+    bool given_up = false;  // dropped or expired
+    bool settled = false;
+    bool released = false;
+  };
+  std::vector<ModelSlot> model;       // in seq order
+  std::vector<std::string> trailing;  // bound to the next slot opened
+  std::vector<Released> out;
+  uint64_t next_seq = 0;
+  int opened = 0;
+  int attach_id = 0;
+  int64_t now = 0;
+
+  auto first_open_at_or_after = [&](uint64_t seq) -> ModelSlot * {
+    for (ModelSlot& m : model)
+      if (!m.released && m.seq >= seq)
+        return &m;
+    return nullptr;
+  };
+  auto model_pop = [&] {
+    // Mirror of what PopSettled releases; used to mark slots released.
+    for (ModelSlot& m : model) {
+      if (m.released)
+        continue;
+      if (!m.settled)
+        break;
+      m.released = true;
+    }
+  };
+  auto open_slots = [&] {
+    std::vector<ModelSlot *> v;
+    for (ModelSlot& m : model)
+      if (!m.released)
+        v.push_back(&m);
+    return v;
+  };
+
+  for (int step = 0; step < 20 * n + 200; ++step) {
+    now += std::uniform_int_distribution<int>(0, 3)(rng);
+    const int op = std::uniform_int_distribution<int>(0, 99)(rng);
+    auto slots = open_slots();
+    if (op < 25 && opened < n) {
+      next_seq += std::uniform_int_distribution<uint64_t>(1, 3)(rng);  // sparse
+      w.Open(next_seq, static_cast<uint32_t>(next_seq % 4), now);
+      ModelSlot m{next_seq, std::move(trailing), {}, false, false, false};
+      trailing.clear();
+      model.push_back(std::move(m));
+      opened++;
+    } else if (op < 60 && !slots.empty()) {
+      ModelSlot *m = slots[std::uniform_int_distribution<size_t>(
+          0, slots.size() - 1)(rng)];
+      const std::string text = "i" + std::to_string(m->seq) + "." +
+                               std::to_string(m->payloads.size());
+      const auto r = w.Arrive(m->seq, P(text));
+      if (m->given_up) {
+        if (r != ReorderWindow::ArriveResult::kLate)
+          return "given-up slot accepted an arrival";
+      } else {
+        if (r != ReorderWindow::ArriveResult::kStored)
+          return "arrival not stored";
+        m->payloads.push_back(text);
+        m->settled = true;
+      }
+    } else if (op < 68 && !slots.empty()) {
+      ModelSlot *m = slots[std::uniform_int_distribution<size_t>(
+          0, slots.size() - 1)(rng)];
+      const bool pending = !m->settled;
+      if (w.Drop(m->seq) != pending)
+        return "Drop result mismatch";
+      if (pending)
+        m->given_up = m->settled = true;
+    } else if (op < 71) {
+      const bool pending = !slots.empty() && !slots.front()->settled;
+      if (w.HeadPending() != pending)
+        return "HeadPending mismatch";
+      if (w.ExpireHead(now) != pending)
+        return "ExpireHead result mismatch";
+      if (pending)
+        slots.front()->given_up = slots.front()->settled = true;
+    } else if (op < 83) {
+      // Attach before a random seq around the live range.
+      const uint64_t target =
+          std::uniform_int_distribution<uint64_t>(0, next_seq + 4)(rng);
+      const std::string text = "e" + std::to_string(attach_id++);
+      w.AttachBefore(target, P(text));
+      if (ModelSlot *m = first_open_at_or_after(target))
+        m->before.push_back(text);
+      else
+        trailing.push_back(text);
+    } else if (op < 86 && !slots.empty()) {
+      // A late arrival for an already released slot.
+      const auto released =
+          std::find_if(model.begin(), model.end(),
+                       [](const ModelSlot& m) { return m.released; });
+      if (released != model.end() && w.Arrive(released->seq, P("late")) !=
+                                         ReorderWindow::ArriveResult::kLate)
+        return "arrival after release not late";
+    } else {
+      // If the window empties, the trailing attachments leave with this pop:
+      // still right after every released slot and before the next one opened,
+      // which is where the model binds them.
+      w.PopSettled(out, now);
+      model_pop();
+    }
+    if (w.occupancy() != open_slots().size())
+      return "occupancy mismatch";
+  }
+  // Settle everything and drain.
+  for (ModelSlot *m : open_slots()) {
+    if (!m->settled) {
+      w.Drop(m->seq);
+      m->given_up = m->settled = true;
+    }
+  }
+  w.PopSettled(out, now);
+  if (!w.empty())
+    return "window not empty after settling everything";
+
+  std::vector<std::string> expected;
+  for (const ModelSlot& m : model) {
+    for (const std::string& b : m.before)
+      expected.push_back(b);
+    if (m.payloads.empty())
+      expected.push_back("-");
+    else
+      for (const std::string& p : m.payloads)
+        expected.push_back(p);
+  }
+  for (const std::string& t : trailing)
+    expected.push_back(t);
+
+  std::vector<std::string> got;
+  uint64_t last_item_seq = 0;
+  bool any_item = false;
+  for (const Released& r : out) {
+    got.push_back(r.payload ? static_cast<Tag *>(r.payload.get())->text : "-");
+    if (r.lane != kNoLane) {
+      if (any_item && r.seq < last_item_seq)
+        return "item seq went backwards";
+      any_item = true;
+      last_item_seq = r.seq;
+      if (r.lane != r.seq % 4)
+        return "wrong lane on a released item";
+    } else if (!r.payload) {
+      return "empty attachment";
+    }
+  }
+  if (got != expected) {
+    std::string msg = "order mismatch\n got:";
+    for (const auto& g : got)
+      msg += " " + g;
+    msg += "\n exp:";
+    for (const auto& e : expected)
+      msg += " " + e;
+    return msg;
+  }
+  return "";
+}
+
+TEST(ReorderWindowProperty, RandomInterleavingsKeepOrderAndLoseNothing) {
+  for (uint32_t seed = 1; seed <= 2000; ++seed) {
+    const std::string failure = RunScenario(seed);
+    ASSERT_EQ(failure, "") << "seed " << seed;
+  }
+}
+
+}  // namespace
+}  // namespace gpufan
