@@ -1,0 +1,1050 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-gpufanin
+ * @title: gpufanin
+ * @see_also: gpufanout, funnel
+ *
+ * The other end of gpufanout: takes the branches' outputs on request pads
+ * `sink_%u` and pushes them out of its single src pad in the order the
+ * buffers entered the fan-out. It pairs with its fan-out through the
+ * branches by itself (no name to set).
+ *
+ * A frame a branch drops does not stall the output: each lane is FIFO, so a
+ * later buffer on the same lane proves the earlier one gone, and EOS on a lane
+ * proves all its outstanding ones gone. A lane that stops answering is waited
+ * for at most #GstGpuFanIn:stall-timeout. Caps, segment and other events are
+ * sent downstream once. One EOS goes out when every sink pad has EOS and
+ * everything before it has been output; the `gpufan-stats` element message is
+ * posted just before it.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 -m videotestsrc num-buffers=3000 !
+ * video/x-raw,width=320,height=240 ! \
+ *   gpufanout name=f policy=adaptive  gpufanin name=m ! fakesink \
+ *   f.src_0 ! identity sleep-time=2000 ! m.sink_0 \
+ *   f.src_1 ! identity sleep-time=4000 ! m.sink_1 \
+ *   f.src_2 ! identity sleep-time=8000 ! m.sink_2
+ * ]| Three lanes of different speed; all 3000 frames reach fakesink in order.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanin.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "gpufan/session.h"
+#include "gstgpufanutils.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_gpufan_in_debug);
+#define GST_CAT_DEFAULT gst_gpufan_in_debug
+
+/* Lock order: GstGpuFanInPrivate::lock, then the Session's lock (innermost).
+ * The lock is never held across a push, a peer query or a blocking Session
+ * call (WaitOutput). Output state (out_*) belongs to the src pad's task, and
+ * to the flush handlers while that task is paused. */
+
+#define DEFAULT_STALL_TIMEOUT (2 * GST_SECOND)
+
+static constexpr auto kIdleWaitSlice = std::chrono::milliseconds (100);
+static constexpr gint64 kOutputWaitSliceNs = 100 * GST_MSECOND;
+
+namespace {
+
+/* A buffer or event on its way through the reorder window, with the sticky
+ * events that were current on its sink pad when it arrived. */
+struct FanInItem : public gpufan::Payload {
+  GstMiniObject * obj = nullptr;
+  GstEvent * stream_start = nullptr;
+  GstEvent * caps = nullptr;
+  GstEvent * segment = nullptr;
+  guint lane = 0;
+  guint32 caps_epoch = 0;
+  bool has_caps_epoch = false;
+  /* attachments (positioned events) only fill in missing sticky events */
+  bool is_attachment = false;
+
+  ~FanInItem () override
+  {
+    if (obj)
+      gst_mini_object_unref (obj);
+    gst_clear_event (&stream_start);
+    gst_clear_event (&caps);
+    gst_clear_event (&segment);
+  }
+};
+
+struct PadState {
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  bool paired = false;
+  bool eos = false;
+  bool flushing = false;
+  GstEvent * stream_start = nullptr;
+  GstEvent * caps = nullptr;
+  GstEvent * segment = nullptr;
+
+  void ClearSticky ()
+  {
+    gst_clear_event (&stream_start);
+    gst_clear_event (&caps);
+    gst_clear_event (&segment);
+  }
+};
+
+} // namespace
+
+struct GstGpuFanInPrivate {
+  std::mutex lock;
+  std::condition_variable cond; /* wakes the task while it has no session */
+  std::map<GstPad *, PadState> pads;
+  std::shared_ptr<gpufan::Session> session;
+  bool flushing = true; /* src inactive, or a flush in progress */
+  bool eos_sent = false;
+  std::deque<guint32> forwarded_seqnums; /* events sent once */
+  std::atomic<guint64> stall_timeout{ DEFAULT_STALL_TIMEOUT };
+  std::atomic<GstFlowReturn> src_ret{ GST_FLOW_OK };
+
+  /* Output state: what downstream has seen last. */
+  GstEvent * out_stream_start = nullptr;
+  GstCaps * out_caps = nullptr;
+  guint32 out_caps_epoch = 0;
+  bool out_has_caps_epoch = false;
+  GstSegment out_segment;
+  bool out_segment_valid = false;
+
+  ~GstGpuFanInPrivate ()
+  {
+    for (auto & kv : pads)
+      kv.second.ClearSticky ();
+    gst_clear_event (&out_stream_start);
+    gst_clear_caps (&out_caps);
+  }
+};
+
+struct _GstGpuFanIn {
+  GstElement parent;
+  GstPad * srcpad;
+  GstGpuFanInPrivate * priv;
+};
+
+enum {
+  PROP_0,
+  PROP_STALL_TIMEOUT,
+  PROP_STATS,
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink_%u",
+    GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS_ANY);
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+
+#define gst_gpufan_in_parent_class parent_class
+G_DEFINE_TYPE (GstGpuFanIn, gst_gpufan_in, GST_TYPE_ELEMENT);
+
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (gpufanin, "gpufanin", GST_RANK_NONE,
+    GST_TYPE_GPUFAN_IN,
+    GST_DEBUG_CATEGORY_INIT (gst_gpufan_in_debug, "gpufanin", 0,
+        "gpufan fan-in"));
+
+static void gst_gpufan_in_src_loop (gpointer user_data);
+
+/* ------------------------------------------------------------------------ */
+/* Pairing */
+
+static void
+wake_output_unlocked (GstGpuFanIn * self)
+{
+  self->priv->cond.notify_all ();
+  if (self->priv->session)
+    self->priv->session->WakeOutput ();
+}
+
+/* Pairs @pad with lane @lane of @session. FALSE if this fan-in already
+ * belongs to another fan-out. */
+static gboolean
+pair_pad (GstGpuFanIn * self, GstPad * pad,
+    const std::shared_ptr<gpufan::Session> & session, guint lane)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    auto it = priv->pads.find (pad);
+    if (it == priv->pads.end ())
+      return FALSE;
+    if (priv->session && priv->session != session) {
+      GST_WARNING_OBJECT (pad, "fed by another gpufanout than the other pads");
+      return FALSE;
+    }
+    priv->session = session;
+    it->second.session = session;
+    it->second.lane = lane;
+    it->second.paired = true;
+    session->SetStallTimeout ((gint64)priv->stall_timeout.load ());
+    session->ClaimLane (lane);
+    priv->cond.notify_all ();
+  }
+  GST_DEBUG_OBJECT (pad, "paired with lane %u of session %" G_GUINT64_FORMAT,
+      lane, session->id ());
+  return TRUE;
+}
+
+/* Asks upstream, through the branch, which fan-out lane feeds @pad. */
+static gboolean
+ensure_paired (GstGpuFanIn * self, GstPad * pad)
+{
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lock);
+    auto it = self->priv->pads.find (pad);
+    if (it != self->priv->pads.end () && it->second.paired)
+      return TRUE;
+  }
+
+  GstQuery * query = gst_gpufan_pair_query_new (nullptr, 0);
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  gboolean ok = gst_pad_peer_query (pad, query)
+      && gst_gpufan_pair_query_parse (query, &session, &lane)
+      && pair_pad (self, pad, session, lane);
+  gst_query_unref (query);
+  return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sink pads */
+
+static FanInItem *
+new_item_unlocked (const PadState & state, GstMiniObject * obj)
+{
+  auto * item = new FanInItem ();
+  item->obj = obj;
+  item->lane = state.lane;
+  if (state.stream_start)
+    item->stream_start = gst_event_ref (state.stream_start);
+  if (state.caps)
+    item->caps = gst_event_ref (state.caps);
+  if (state.segment)
+    item->segment = gst_event_ref (state.segment);
+  return item;
+}
+
+static GstFlowReturn
+not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
+{
+  gst_mini_object_unref (obj);
+  GST_ELEMENT_ERROR (self, STREAM, FAILED,
+      ("%s:%s is not fed by a gpufanout", GST_DEBUG_PAD_NAME (pad)),
+      ("Every branch into gpufanin must start at a src pad of one and the "
+       "same gpufanout"));
+  return GST_FLOW_ERROR;
+}
+
+/* A buffer or a GAP event came out of a lane: into the reorder window. */
+static GstFlowReturn
+handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
+    std::optional<guint64> seq, guint32 caps_epoch, bool has_caps_epoch,
+    gint64 pts)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    auto it = priv->pads.find (pad);
+    if (it == priv->pads.end () || priv->flushing || it->second.flushing) {
+      gst_mini_object_unref (obj);
+      return GST_FLOW_FLUSHING;
+    }
+    if (it->second.eos) {
+      gst_mini_object_unref (obj);
+      return GST_FLOW_EOS;
+    }
+  }
+
+  if (!ensure_paired (self, pad))
+    return not_fed_by_fanout (self, pad, obj);
+
+  std::shared_ptr<gpufan::Session> session;
+  guint lane;
+  FanInItem * item;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    auto it = priv->pads.find (pad);
+    if (it == priv->pads.end ()) {
+      gst_mini_object_unref (obj);
+      return GST_FLOW_FLUSHING;
+    }
+    session = it->second.session;
+    lane = it->second.lane;
+    item = new_item_unlocked (it->second, obj);
+  }
+  item->caps_epoch = caps_epoch;
+  item->has_caps_epoch = has_caps_epoch;
+
+  gpufan::Arrival arrival
+      = session->Arrive (lane, seq, pts, gpufan::PayloadPtr (item));
+  if (arrival.status == gpufan::ArrivalStatus::kLate)
+    GST_DEBUG_OBJECT (pad,
+        "item %" G_GUINT64_FORMAT " came after its slot "
+        "was given up: dropped",
+        arrival.seq);
+
+  GstFlowReturn ret = priv->src_ret.load ();
+  return ret == GST_FLOW_FLUSHING ? GST_FLOW_OK : ret;
+}
+
+static GstFlowReturn
+gst_gpufan_in_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  std::optional<guint64> seq;
+  guint32 epoch = 0;
+  bool has_epoch = false;
+
+  /* the meta identifies the item unless the branch dropped it; it is checked
+   * against the session once the pad is paired (by session id) */
+  if (GstGpuFanMeta * meta = gst_buffer_get_gpufan_meta (buffer)) {
+    std::shared_ptr<gpufan::Session> session;
+    {
+      std::lock_guard<std::mutex> lk (self->priv->lock);
+      session = self->priv->session;
+    }
+    if (!session || meta->session_id == session->id ()) {
+      seq = meta->seq;
+      epoch = meta->caps_epoch;
+      has_epoch = true;
+    }
+  }
+  gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
+      ? (gint64)GST_BUFFER_PTS (buffer)
+      : gpufan::kNoTime;
+  return handle_item (self, pad, GST_MINI_OBJECT_CAST (buffer), seq, epoch,
+      has_epoch, pts);
+}
+
+/* Remembers @seqnum; TRUE if it was already forwarded (another lane's copy). */
+static bool
+already_forwarded_unlocked (GstGpuFanInPrivate * priv, guint32 seqnum)
+{
+  static constexpr size_t kRemembered = 64;
+  for (guint32 s : priv->forwarded_seqnums)
+    if (s == seqnum)
+      return true;
+  priv->forwarded_seqnums.push_back (seqnum);
+  if (priv->forwarded_seqnums.size () > kRemembered)
+    priv->forwarded_seqnums.pop_front ();
+  return false;
+}
+
+static void
+restart_output_unlocked (GstGpuFanIn * self)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  priv->eos_sent = false;
+  priv->out_segment_valid = false;
+  priv->src_ret = GST_FLOW_OK;
+  priv->forwarded_seqnums.clear ();
+}
+
+static gboolean
+gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  GstGpuFanInPrivate * priv = self->priv;
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START: {
+      bool first;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ())
+          it->second.flushing = true;
+        first = !priv->flushing;
+        priv->flushing = true;
+        wake_output_unlocked (self);
+      }
+      if (!first) {
+        gst_event_unref (event);
+        return TRUE;
+      }
+      /* one FLUSH_START downstream, at once; then the task stops */
+      gboolean res = gst_pad_push_event (self->srcpad, event);
+      gst_pad_pause_task (self->srcpad);
+      return res;
+    }
+    case GST_EVENT_FLUSH_STOP: {
+      bool last = false;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ()) {
+          it->second.flushing = false;
+          it->second.eos = false;
+        }
+        bool any_flushing = false;
+        for (auto & kv : priv->pads)
+          any_flushing |= kv.second.flushing;
+        if (!any_flushing && priv->flushing
+            && GST_PAD_IS_ACTIVE (self->srcpad)) {
+          last = true;
+          priv->flushing = false;
+          restart_output_unlocked (self);
+        }
+      }
+      if (!last) {
+        gst_event_unref (event);
+        return TRUE;
+      }
+      gboolean res = gst_pad_push_event (self->srcpad, event);
+      gst_pad_start_task (self->srcpad, gst_gpufan_in_src_loop, self, nullptr);
+      return res;
+    }
+    case GST_EVENT_EOS: {
+      std::shared_ptr<gpufan::Session> session;
+      guint lane = 0;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ()) {
+          it->second.eos = true;
+          if (it->second.paired) {
+            session = it->second.session;
+            lane = it->second.lane;
+          }
+        }
+      }
+      /* the lane is FIFO: whatever of it has not come back never will */
+      if (session)
+        session->LaneEnded (lane);
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        wake_output_unlocked (self);
+      }
+      gst_event_unref (event);
+      return TRUE;
+    }
+    case GST_EVENT_STREAM_START:
+    case GST_EVENT_CAPS:
+    case GST_EVENT_SEGMENT: {
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ()) {
+          GstEvent ** slot = GST_EVENT_TYPE (event) == GST_EVENT_CAPS
+              ? &it->second.caps
+              : GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT
+              ? &it->second.segment
+              : &it->second.stream_start;
+          gst_event_replace (slot, event);
+        }
+      }
+      if (GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
+        ensure_paired (self, pad);
+      gst_event_unref (event);
+      return TRUE;
+    }
+    case GST_EVENT_GAP: {
+      /* a GAP stands for data: it takes its place in the order */
+      guint64 session_id = 0, seq_value = 0;
+      std::optional<guint64> seq;
+      if (gst_gpufan_event_get_item (event, &session_id, &seq_value))
+        seq = seq_value;
+      GstClockTime ts;
+      gst_event_parse_gap (event, &ts, nullptr);
+      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
+      return handle_item (self, pad, GST_MINI_OBJECT_CAST (event), seq, 0,
+                 false, pts)
+          == GST_FLOW_OK;
+    }
+    default:
+      break;
+  }
+
+  /* Any other event comes once per lane: forward it once. */
+  std::shared_ptr<gpufan::Session> session;
+  FanInItem * item = nullptr;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    if (already_forwarded_unlocked (priv, gst_event_get_seqnum (event))) {
+      gst_event_unref (event);
+      return TRUE;
+    }
+    auto it = priv->pads.find (pad);
+    session = priv->session;
+    if (GST_EVENT_IS_SERIALIZED (event) && session && it != priv->pads.end ()) {
+      item = new_item_unlocked (it->second, GST_MINI_OBJECT_CAST (event));
+      item->is_attachment = true;
+    }
+  }
+  if (!item)
+    return gst_pad_push_event (self->srcpad, event);
+
+  /* serialized: it leaves where the fan-out saw it in the buffer order (or
+   * after everything in flight, for an event a branch made) */
+  std::optional<guint64> position
+      = session->EventPosition (gst_event_get_seqnum (event));
+  session->AttachBefore (position.value_or (G_MAXUINT64),
+      gpufan::PayloadPtr (item));
+  return TRUE;
+}
+
+static gboolean
+gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+
+  if (gst_gpufan_is_pair_query (query)) {
+    /* a gpufanout probes its lane's branch */
+    std::shared_ptr<gpufan::Session> session;
+    guint lane = 0;
+    if (!gst_gpufan_pair_query_parse (query, &session, &lane))
+      return FALSE;
+    if (!pair_pad (self, pad, session, lane))
+      return FALSE;
+    gst_gpufan_pair_query_set_claimed (query);
+    return TRUE;
+  }
+  return gst_pad_query_default (pad, parent, query);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output */
+
+static bool
+all_pads_eos_unlocked (GstGpuFanInPrivate * priv)
+{
+  if (priv->pads.empty ())
+    return false;
+  for (auto & kv : priv->pads)
+    if (!kv.second.eos)
+      return false;
+  return true;
+}
+
+static bool
+same_stream (GstEvent * a, GstEvent * b)
+{
+  const gchar *ida = nullptr, *idb = nullptr;
+  gst_event_parse_stream_start (a, &ida);
+  gst_event_parse_stream_start (b, &idb);
+  return g_strcmp0 (ida, idb) == 0;
+}
+
+/* Sends the sticky events @item needs before it: the ones that differ from
+ * what downstream has (items), or only the missing ones (attachments). */
+static GstFlowReturn
+push_sticky_for_item (GstGpuFanIn * self, FanInItem * item)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+
+  if (item->stream_start
+      && (!priv->out_stream_start
+          || (!item->is_attachment
+              && !same_stream (item->stream_start, priv->out_stream_start)))) {
+    gst_event_replace (&priv->out_stream_start, item->stream_start);
+    gst_pad_push_event (self->srcpad, gst_event_ref (item->stream_start));
+    priv->out_segment_valid = false;
+  }
+
+  if (item->caps && (!priv->out_caps || !item->is_attachment)) {
+    GstCaps * caps;
+    gst_event_parse_caps (item->caps, &caps);
+    if (!priv->out_caps || !gst_caps_is_equal (caps, priv->out_caps)) {
+      if (priv->out_caps && item->has_caps_epoch && priv->out_has_caps_epoch
+          && item->caps_epoch == priv->out_caps_epoch) {
+        GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+            ("The lanes produce different caps for the same input"),
+            ("lane %u gives %" GST_PTR_FORMAT
+             ", an earlier lane gave %" GST_PTR_FORMAT,
+                item->lane, caps, priv->out_caps));
+        return GST_FLOW_NOT_NEGOTIATED;
+      }
+      gst_caps_replace (&priv->out_caps, caps);
+      if (!gst_pad_push_event (self->srcpad, gst_event_ref (item->caps)))
+        GST_DEBUG_OBJECT (self, "downstream refused %" GST_PTR_FORMAT, caps);
+    }
+    if (!item->is_attachment) {
+      priv->out_caps_epoch = item->caps_epoch;
+      priv->out_has_caps_epoch = item->has_caps_epoch;
+    }
+  }
+
+  if (item->segment && (!priv->out_segment_valid || !item->is_attachment)) {
+    const GstSegment * segment;
+    gst_event_parse_segment (item->segment, &segment);
+    if (!priv->out_segment_valid
+        || !gst_segment_is_equal (segment, &priv->out_segment)) {
+      gst_segment_copy_into (segment, &priv->out_segment);
+      priv->out_segment_valid = true;
+      gst_pad_push_event (self->srcpad, gst_event_ref (item->segment));
+    }
+  }
+  return GST_FLOW_OK;
+}
+
+static GstFlowReturn
+push_item (GstGpuFanIn * self, FanInItem * item)
+{
+  GstFlowReturn ret = push_sticky_for_item (self, item);
+  if (ret != GST_FLOW_OK)
+    return ret;
+
+  GstMiniObject * obj = item->obj;
+  item->obj = nullptr;
+  if (GST_IS_BUFFER (obj))
+    return gst_pad_push (self->srcpad, GST_BUFFER_CAST (obj));
+  gst_pad_push_event (self->srcpad, GST_EVENT_CAST (obj));
+  return GST_FLOW_OK;
+}
+
+/* Every lane ended and the window is drained: statistics, then one EOS. */
+static void
+finish_stream (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+
+  /* a stream that never carried data still gets its stream-start first */
+  if (!priv->out_stream_start) {
+    FanInItem sticky;
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      for (auto & kv : priv->pads) {
+        if (kv.second.stream_start) {
+          sticky.stream_start = gst_event_ref (kv.second.stream_start);
+          if (kv.second.caps)
+            sticky.caps = gst_event_ref (kv.second.caps);
+          if (kv.second.segment)
+            sticky.segment = gst_event_ref (kv.second.segment);
+          break;
+        }
+      }
+    }
+    sticky.is_attachment = true;
+    push_sticky_for_item (self, &sticky);
+  }
+
+  if (session) {
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_gpufan_stats_message_new (GST_OBJECT (self), session->Stats ()));
+  }
+  GST_DEBUG_OBJECT (self, "all lanes ended, pushing EOS");
+  gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    priv->eos_sent = true;
+  }
+  gst_pad_pause_task (self->srcpad);
+}
+
+static void
+gst_gpufan_in_src_loop (gpointer user_data)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (user_data);
+  GstGpuFanInPrivate * priv = self->priv;
+  std::shared_ptr<gpufan::Session> session;
+
+  {
+    std::unique_lock<std::mutex> lk (priv->lock);
+    if (priv->flushing || priv->eos_sent) {
+      lk.unlock ();
+      gst_pad_pause_task (self->srcpad);
+      return;
+    }
+    session = priv->session;
+    if (!session) {
+      if (all_pads_eos_unlocked (priv)) {
+        lk.unlock ();
+        finish_stream (self, nullptr);
+        return;
+      }
+      priv->cond.wait_for (lk, kIdleWaitSlice);
+      return;
+    }
+  }
+
+  gpufan::ReadyBatch batch = session->TakeReady ();
+  if (batch.items.empty ()) {
+    bool all_eos;
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      all_eos = all_pads_eos_unlocked (priv);
+    }
+    if (all_eos && session->WindowEmpty ()) {
+      finish_stream (self, session);
+      return;
+    }
+    session->WaitOutput (batch.generation, kOutputWaitSliceNs);
+    return;
+  }
+
+  for (gpufan::Released & released : batch.items) {
+    if (!released.payload)
+      continue; /* dropped or given up: counted by the session */
+    auto * item = static_cast<FanInItem *> (released.payload.get ());
+    GstFlowReturn ret = push_item (self, item);
+    if (ret == GST_FLOW_OK)
+      continue;
+
+    GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
+    priv->src_ret = ret;
+    if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
+      if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
+        GST_ELEMENT_FLOW_ERROR (self, ret);
+      gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+    }
+    if (ret != GST_FLOW_EOS)
+      gst_pad_pause_task (self->srcpad);
+    return; /* the rest of the batch is dropped */
+  }
+}
+
+static gboolean
+gst_gpufan_in_src_activate_mode (GstPad * pad, GstObject * parent,
+    GstPadMode mode, gboolean active)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  GstGpuFanInPrivate * priv = self->priv;
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+
+  if (active) {
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      priv->flushing = false;
+      restart_output_unlocked (self);
+    }
+    return gst_pad_start_task (pad, gst_gpufan_in_src_loop, self, nullptr);
+  }
+
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    priv->flushing = true;
+    wake_output_unlocked (self);
+  }
+  return gst_pad_stop_task (pad);
+}
+
+/* min = the largest lane minimum (an item leaves once every earlier one has,
+ * and each of those took at most that long), max = the smallest lane maximum,
+ * live if any lane is. */
+static gboolean
+query_latency (GstGpuFanIn * self, GstQuery * query)
+{
+  gboolean live = FALSE, any = FALSE;
+  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+
+  GstIterator * it = gst_element_iterate_sink_pads (GST_ELEMENT (self));
+  GValue item = G_VALUE_INIT;
+  gboolean done = FALSE;
+  while (!done) {
+    switch (gst_iterator_next (it, &item)) {
+      case GST_ITERATOR_OK: {
+        GstPad * pad = GST_PAD (g_value_get_object (&item));
+        GstQuery * q = gst_query_new_latency ();
+        if (gst_pad_peer_query (pad, q)) {
+          gboolean l;
+          GstClockTime mn, mx;
+          gst_query_parse_latency (q, &l, &mn, &mx);
+          any = TRUE;
+          live |= l;
+          min = MAX (min, mn);
+          if (GST_CLOCK_TIME_IS_VALID (mx))
+            max = GST_CLOCK_TIME_IS_VALID (max) ? MIN (max, mx) : mx;
+        }
+        gst_query_unref (q);
+        g_value_reset (&item);
+        break;
+      }
+      case GST_ITERATOR_RESYNC:
+        live = FALSE;
+        any = FALSE;
+        min = 0;
+        max = GST_CLOCK_TIME_NONE;
+        gst_iterator_resync (it);
+        break;
+      default:
+        done = TRUE;
+        break;
+    }
+  }
+  g_value_unset (&item);
+  gst_iterator_free (it);
+
+  if (!any)
+    return FALSE;
+  GST_DEBUG_OBJECT (self,
+      "latency: live %d min %" GST_TIME_FORMAT " max %" GST_TIME_FORMAT, live,
+      GST_TIME_ARGS (min), GST_TIME_ARGS (max));
+  gst_query_set_latency (query, live, min, max);
+  return TRUE;
+}
+
+static gboolean
+gst_gpufan_in_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY)
+    return query_latency (GST_GPUFAN_IN (parent), query);
+  return gst_pad_query_default (pad, parent, query);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Request pads */
+
+static GstPad *
+gst_gpufan_in_request_new_pad (GstElement * element, GstPadTemplate * templ,
+    const gchar * name, const GstCaps *)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (element);
+  GstGpuFanInPrivate * priv = self->priv;
+  GstPad * pad;
+
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    guint index = 0;
+    if (name) {
+      gchar * end = nullptr;
+      if (!g_str_has_prefix (name, "sink_") || name[5] == '\0') {
+        GST_WARNING_OBJECT (self,
+            "cannot make a pad named '%s': expected "
+            "sink_%%u",
+            name);
+        return nullptr;
+      }
+      guint64 v = g_ascii_strtoull (name + 5, &end, 10);
+      if (*end != '\0' || v > G_MAXUINT32) {
+        GST_WARNING_OBJECT (self,
+            "cannot make a pad named '%s': expected "
+            "sink_%%u",
+            name);
+        return nullptr;
+      }
+      index = (guint)v;
+    }
+    /* lowest free index, or the one asked for if free */
+    for (;;) {
+      bool taken = false;
+      for (auto & kv : priv->pads) {
+        if (g_str_has_prefix (GST_OBJECT_NAME (kv.first), "sink_")
+            && g_ascii_strtoull (GST_OBJECT_NAME (kv.first) + 5, nullptr, 10)
+                == index)
+          taken = true;
+      }
+      if (!taken)
+        break;
+      if (name) {
+        GST_WARNING_OBJECT (self, "pad '%s' already exists", name);
+        return nullptr;
+      }
+      index++;
+    }
+
+    gchar * pad_name = g_strdup_printf ("sink_%u", index);
+    pad = gst_pad_new_from_template (templ, pad_name);
+    g_free (pad_name);
+    priv->pads.emplace (pad, PadState ());
+  }
+
+  gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_in_chain));
+  gst_pad_set_event_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_sink_event));
+  gst_pad_set_query_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_sink_query));
+  GST_PAD_SET_PROXY_CAPS (pad);
+
+  if (GST_PAD_IS_ACTIVE (self->srcpad))
+    gst_pad_set_active (pad, TRUE);
+  gst_element_add_pad (element, pad);
+  return pad;
+}
+
+static void
+gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (element);
+  GstGpuFanInPrivate * priv = self->priv;
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+
+  gst_pad_set_active (pad, FALSE);
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    auto it = priv->pads.find (pad);
+    if (it != priv->pads.end ()) {
+      if (it->second.paired && !it->second.eos) {
+        session = it->second.session;
+        lane = it->second.lane;
+      }
+      it->second.ClearSticky ();
+      priv->pads.erase (it);
+    }
+  }
+  /* nothing more will come from this lane's branch */
+  if (session)
+    session->LaneEnded (lane);
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    wake_output_unlocked (self);
+  }
+  gst_element_remove_pad (element, pad);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element */
+
+static GstStateChangeReturn
+gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (element);
+  GstGpuFanInPrivate * priv = self->priv;
+
+  GstStateChangeReturn ret
+      = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+  if (ret == GST_STATE_CHANGE_FAILURE)
+    return ret;
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    for (auto & kv : priv->pads) {
+      kv.second.eos = false;
+      kv.second.flushing = false;
+      kv.second.ClearSticky ();
+    }
+    gst_clear_event (&priv->out_stream_start);
+    gst_clear_caps (&priv->out_caps);
+    priv->out_has_caps_epoch = false;
+    restart_output_unlocked (self);
+  }
+  return ret;
+}
+
+static void
+gst_gpufan_in_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (object);
+  GstGpuFanInPrivate * priv = self->priv;
+
+  switch (prop_id) {
+    case PROP_STALL_TIMEOUT: {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      priv->stall_timeout = g_value_get_uint64 (value);
+      if (priv->session)
+        priv->session->SetStallTimeout ((gint64)priv->stall_timeout.load ());
+      break;
+    }
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_gpufan_in_get_property (GObject * object, guint prop_id, GValue * value,
+    GParamSpec * pspec)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (object);
+  GstGpuFanInPrivate * priv = self->priv;
+
+  switch (prop_id) {
+    case PROP_STALL_TIMEOUT:
+      g_value_set_uint64 (value, priv->stall_timeout.load ());
+      break;
+    case PROP_STATS: {
+      std::shared_ptr<gpufan::Session> session;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        session = priv->session;
+      }
+      g_value_take_boxed (value,
+          session ? gst_gpufan_stats_to_structure (session->Stats ())
+                  : gst_structure_new_empty (GST_GPUFAN_STATS_NAME));
+      break;
+    }
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_gpufan_in_finalize (GObject * object)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (object);
+  delete self->priv;
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_gpufan_in_class_init (GstGpuFanInClass * klass)
+{
+  GObjectClass * gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass * element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_gpufan_in_set_property;
+  gobject_class->get_property = gst_gpufan_in_get_property;
+  gobject_class->finalize = gst_gpufan_in_finalize;
+
+  /**
+   * GstGpuFanIn:stall-timeout:
+   *
+   * How long (ns) the output waits for the next buffer in order when its lane
+   * does not deliver it. Then the output goes on without it; the buffer is
+   * counted as timed-out and dropped if it comes later.
+   */
+  g_object_class_install_property (gobject_class, PROP_STALL_TIMEOUT,
+      g_param_spec_uint64 ("stall-timeout", "Stall timeout",
+          "Longest wait (ns) for the next buffer in order before the output "
+          "goes on without it",
+          GST_MSECOND, 3600 * GST_SECOND, DEFAULT_STALL_TIMEOUT,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanIn:stats:
+   *
+   * The paired gpufanout's `gpufan-stats` structure (an empty one before the
+   * fan-in is paired).
+   */
+  g_object_class_install_property (gobject_class, PROP_STATS,
+      g_param_spec_boxed ("stats", "Statistics",
+          "Per-lane statistics of the paired gpufanout (gpufan-stats)",
+          GST_TYPE_STRUCTURE,
+          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  element_class->request_new_pad
+      = GST_DEBUG_FUNCPTR (gst_gpufan_in_request_new_pad);
+  element_class->release_pad = GST_DEBUG_FUNCPTR (gst_gpufan_in_release_pad);
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_gpufan_in_change_state);
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+
+  gst_element_class_set_static_metadata (element_class, "GPU fan-in", "Generic",
+      "Merges the lanes of a gpufanout back into one stream, in input order",
+      "gst-gpufan developers");
+}
+
+static void
+gst_gpufan_in_init (GstGpuFanIn * self)
+{
+  self->priv = new GstGpuFanInPrivate ();
+  gst_segment_init (&self->priv->out_segment, GST_FORMAT_UNDEFINED);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_activatemode_function (self->srcpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_src_activate_mode));
+  gst_pad_set_query_function (self->srcpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_src_query));
+  GST_PAD_SET_PROXY_CAPS (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+}

@@ -1,0 +1,1370 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-gpufanout
+ * @title: gpufanout
+ * @see_also: gpufanin, tee, roundrobin
+ *
+ * Spreads the buffers of one stream over several lanes, one `src_%u` request
+ * pad each. Every buffer goes to exactly one lane, chosen by
+ * #GstGpuFanOut:policy. Each lane has a bounded queue and its own streaming
+ * thread, so the branches run in parallel. A gpufanin at the end of the
+ * branches puts the buffers back in input order; it finds this element through
+ * the branches by itself.
+ *
+ * Sticky events reach every lane before its first buffer (lanes requested
+ * while playing too), EOS goes into every lane after its queued buffers, and
+ * flushes reach every lane.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 -m videotestsrc num-buffers=300 ! gpufanout name=f
+ * policy=adaptive \
+ *     gpufanin name=m ! fakesink \
+ *     f.src_0 ! identity sleep-time=2000 ! m.sink_0 \
+ *     f.src_1 ! identity sleep-time=4000 ! m.sink_1
+ * ]| Two lanes of different speed; output in input order, statistics on the
+ * bus as the `gpufan-stats` element message.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpufan/device.h"
+#include "gpufan/session.h"
+#include "gstgpufanutils.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_gpufan_out_debug);
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+/* *INDENT-OFF* */
+/* Lock order, outermost first: settings_lock, lanes_lock, Lane::lock, then
+ * the Session's own lock (innermost: Session never calls back into us). No
+ * lock of ours is held across a push, a peer query, a pad (de)activation or a
+ * blocking Session call (DispatchItem). */
+/* *INDENT-ON* */
+
+#define DEFAULT_POLICY GST_GPUFAN_POLICY_ADAPTIVE
+#define DEFAULT_QUEUE_SIZE 4
+#define DEFAULT_MAX_IN_FLIGHT 0
+#define DEFAULT_STATS_INTERVAL 0
+#define DEFAULT_WEIGHT 1.0
+
+/* How long a lane worker sleeps at most before it re-checks its state. */
+static constexpr auto kLaneWaitSlice = std::chrono::milliseconds (100);
+
+typedef enum {
+  GST_GPUFAN_POLICY_ROUND_ROBIN,
+  GST_GPUFAN_POLICY_LEAST_LOADED,
+  GST_GPUFAN_POLICY_WEIGHTED,
+  GST_GPUFAN_POLICY_ADAPTIVE,
+} GstGpuFanPolicy;
+
+GType
+gst_gpufan_policy_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_GPUFAN_POLICY_ROUND_ROBIN,
+        "Strict turn over the lanes (waits for the lane in turn)",
+        "round-robin" },
+    { GST_GPUFAN_POLICY_LEAST_LOADED, "Lane with the fewest buffers in flight",
+        "least-loaded" },
+    { GST_GPUFAN_POLICY_WEIGHTED,
+        "Smooth weighted round-robin over the src pads' weight property",
+        "weighted" },
+    { GST_GPUFAN_POLICY_ADAPTIVE,
+        "Earliest expected completion, learning each lane's speed",
+        "adaptive" },
+    { 0, nullptr, nullptr },
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstGpuFanPolicy", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static gpufan::Policy
+policy_from_enum (gint value)
+{
+  switch (value) {
+    case GST_GPUFAN_POLICY_ROUND_ROBIN:
+      return gpufan::Policy::kRoundRobin;
+    case GST_GPUFAN_POLICY_LEAST_LOADED:
+      return gpufan::Policy::kLeastLoaded;
+    case GST_GPUFAN_POLICY_WEIGHTED:
+      return gpufan::Policy::kWeighted;
+    default:
+      return gpufan::Policy::kAdaptive;
+  }
+}
+
+static gint
+policy_to_enum (gpufan::Policy policy)
+{
+  switch (policy) {
+    case gpufan::Policy::kRoundRobin:
+      return GST_GPUFAN_POLICY_ROUND_ROBIN;
+    case gpufan::Policy::kLeastLoaded:
+      return GST_GPUFAN_POLICY_LEAST_LOADED;
+    case gpufan::Policy::kWeighted:
+      return GST_GPUFAN_POLICY_WEIGHTED;
+    case gpufan::Policy::kAdaptive:
+      break;
+  }
+  return GST_GPUFAN_POLICY_ADAPTIVE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A lane: the queue between the chain function and the lane's worker. */
+
+namespace {
+
+enum class ItemKind {
+  kBuffer,         /* a scheduled buffer (has a seq) */
+  kScheduledEvent, /* a GAP event, scheduled like a buffer (has a seq) */
+  kEvent,          /* a serialized event every lane gets (no seq) */
+};
+
+/* Owns one reference to a buffer or event. */
+struct QueuedItem {
+  GstMiniObject * obj = nullptr;
+  guint64 seq = 0;
+  ItemKind kind = ItemKind::kEvent;
+
+  QueuedItem () = default;
+  QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
+      : obj (o), seq (s), kind (k)
+  {
+  }
+  QueuedItem (QueuedItem && other) noexcept
+      : obj (other.obj), seq (other.seq), kind (other.kind)
+  {
+    other.obj = nullptr;
+  }
+  QueuedItem & operator= (QueuedItem && other) noexcept
+  {
+    std::swap (obj, other.obj);
+    seq = other.seq;
+    kind = other.kind;
+    return *this;
+  }
+  QueuedItem (const QueuedItem &) = delete;
+  QueuedItem & operator= (const QueuedItem &) = delete;
+  ~QueuedItem ()
+  {
+    if (obj)
+      gst_mini_object_unref (obj);
+  }
+  GstMiniObject * Steal ()
+  {
+    GstMiniObject * o = obj;
+    obj = nullptr;
+    return o;
+  }
+};
+
+struct Lane {
+  Lane (GstGpuFanOut * e, GstPad * p, guint i)
+      : element (e), pad (GST_PAD (gst_object_ref (p))), id (i)
+  {
+  }
+  ~Lane () { gst_object_unref (pad); }
+
+  GstGpuFanOut * const element; /* not reffed: the element owns the lane */
+  GstPad * const pad;
+  const guint id;
+
+  std::mutex lock;
+  std::condition_variable cond;
+  std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
+  bool flushing = true;         /* inactive or flushing: accept nothing */
+  bool eos_pushed = false;
+  bool error_posted = false;
+
+  /* Last flow return of a push on this lane; sticky until relink/flush. */
+  std::atomic<GstFlowReturn> last_ret{ GST_FLOW_OK };
+  /* Ask the branch whether a gpufanin is at its end before the next item. */
+  std::atomic<bool> needs_probe{ true };
+};
+
+using LanePtr = std::shared_ptr<Lane>;
+
+} // namespace
+
+struct GstGpuFanOutPrivate {
+  std::shared_ptr<gpufan::Session> session = gpufan::Session::Create ();
+  const gpufan::DeviceRegistry devices = gpufan::DeviceRegistry::Discover ();
+
+  /* settings_lock: property values that are not held by the Session. */
+  std::mutex settings_lock;
+  guint queue_size = DEFAULT_QUEUE_SIZE;
+  guint max_in_flight = DEFAULT_MAX_IN_FLIGHT;
+  std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
+
+  std::mutex lanes_lock;
+  std::map<guint, LanePtr> lanes;
+
+  std::atomic<guint32> caps_epoch{ 0 };
+  std::atomic<gint64> last_stats_post_ns{ 0 };
+  std::atomic<bool> stats_posted{ false };
+
+  /* Upstream events come once per lane (gpufanin forwards to all its sink
+   * pads): forward each seqnum once. */
+  std::mutex upstream_lock;
+  std::deque<guint32> upstream_seqnums;
+};
+
+struct _GstGpuFanOut {
+  GstElement parent;
+  GstPad * sinkpad;
+  GstGpuFanOutPrivate * priv;
+};
+
+struct _GstGpuFanOutPad {
+  GstPad parent;
+  GstGpuFanOut * fanout; /* not reffed: the element outlives its pads */
+  guint lane;
+  gdouble weight; /* under the object lock */
+};
+
+enum {
+  PROP_0,
+  PROP_POLICY,
+  PROP_QUEUE_SIZE,
+  PROP_MAX_IN_FLIGHT,
+  PROP_STATS,
+  PROP_STATS_INTERVAL,
+};
+
+enum {
+  PROP_PAD_0,
+  PROP_PAD_WEIGHT,
+  PROP_PAD_LANE,
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src_%u",
+    GST_PAD_SRC, GST_PAD_REQUEST, GST_STATIC_CAPS_ANY);
+
+#define gst_gpufan_out_parent_class parent_class
+G_DEFINE_TYPE (GstGpuFanOut, gst_gpufan_out, GST_TYPE_ELEMENT);
+G_DEFINE_TYPE (GstGpuFanOutPad, gst_gpufan_out_pad, GST_TYPE_PAD);
+
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (gpufanout, "gpufanout", GST_RANK_NONE,
+    GST_TYPE_GPUFAN_OUT,
+    GST_DEBUG_CATEGORY_INIT (gst_gpufan_out_debug, "gpufanout", 0,
+        "gpufan fan-out"));
+
+/* ------------------------------------------------------------------------ */
+/* Pad */
+
+static GstGpuFanOut *
+pad_get_element (GstPad * pad)
+{
+  GstObject * parent = gst_object_get_parent (GST_OBJECT (pad));
+  return parent ? GST_GPUFAN_OUT (parent) : nullptr;
+}
+
+static void
+gst_gpufan_out_pad_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstGpuFanOutPad * pad = GST_GPUFAN_OUT_PAD (object);
+
+  switch (prop_id) {
+    case PROP_PAD_WEIGHT: {
+      gdouble weight = g_value_get_double (value);
+      GST_OBJECT_LOCK (pad);
+      pad->weight = weight;
+      GST_OBJECT_UNLOCK (pad);
+      if (GstGpuFanOut * self = pad_get_element (GST_PAD (pad))) {
+        self->priv->session->SetLaneWeight (pad->lane, weight);
+        gst_object_unref (self);
+      }
+      break;
+    }
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_gpufan_out_pad_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstGpuFanOutPad * pad = GST_GPUFAN_OUT_PAD (object);
+
+  switch (prop_id) {
+    case PROP_PAD_WEIGHT:
+      GST_OBJECT_LOCK (pad);
+      g_value_set_double (value, pad->weight);
+      GST_OBJECT_UNLOCK (pad);
+      break;
+    case PROP_PAD_LANE:
+      g_value_set_uint (value, pad->lane);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_gpufan_out_pad_class_init (GstGpuFanOutPadClass * klass)
+{
+  GObjectClass * gobject_class = G_OBJECT_CLASS (klass);
+
+  gobject_class->set_property = gst_gpufan_out_pad_set_property;
+  gobject_class->get_property = gst_gpufan_out_pad_get_property;
+
+  /**
+   * GstGpuFanOutPad:weight:
+   *
+   * Share of the buffers this lane gets under the `weighted` policy, relative
+   * to the other lanes' weights. 0 takes the lane out of `weighted`
+   * scheduling.
+   */
+  g_object_class_install_property (gobject_class, PROP_PAD_WEIGHT,
+      g_param_spec_double ("weight", "Weight",
+          "Relative share of buffers for this lane under policy=weighted "
+          "(0 excludes the lane)",
+          0.0, 1000.0, DEFAULT_WEIGHT,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanOutPad:lane:
+   *
+   * The lane id of this pad (its index: `src_3` is lane 3), as used in the
+   * statistics.
+   */
+  g_object_class_install_property (gobject_class, PROP_PAD_LANE,
+      g_param_spec_uint ("lane", "Lane", "Lane id of this pad (its index)", 0,
+          G_MAXUINT, 0,
+          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+}
+
+static void
+gst_gpufan_out_pad_init (GstGpuFanOutPad * pad)
+{
+  pad->weight = DEFAULT_WEIGHT;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lanes */
+
+static LanePtr
+find_lane (GstGpuFanOut * self, guint id)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  auto it = self->priv->lanes.find (id);
+  return it == self->priv->lanes.end () ? nullptr : it->second;
+}
+
+static std::vector<LanePtr>
+snapshot_lanes (GstGpuFanOut * self)
+{
+  std::vector<LanePtr> out;
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  out.reserve (self->priv->lanes.size ());
+  for (auto & kv : self->priv->lanes)
+    out.push_back (kv.second);
+  return out;
+}
+
+/* Returns FALSE (and leaves @item to be freed) if the lane is flushing. */
+static gboolean
+lane_enqueue (const LanePtr & lane, QueuedItem && item)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (lane->flushing)
+    return FALSE;
+  lane->queue.push_back (std::move (item));
+  lane->cond.notify_one ();
+  return TRUE;
+}
+
+enum class StickyPolicy {
+  kDrop,
+  kKeep,
+};
+
+/* Stops (or restarts) a lane's queue. Flushed items are dropped; with
+ * StickyPolicy::kKeep the sticky events among them (but segment and EOS,
+ * which a flush ends) are stored on the pad, as GstQueue does, so the lane's
+ * next buffer still goes out after the latest stream-start, caps and tags. */
+static void
+lane_set_flushing (const LanePtr & lane, bool flushing,
+    StickyPolicy sticky = StickyPolicy::kDrop)
+{
+  std::deque<QueuedItem> dropped;
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    lane->flushing = flushing;
+    if (flushing)
+      dropped.swap (lane->queue);
+    lane->cond.notify_all ();
+  }
+  if (sticky == StickyPolicy::kDrop)
+    return;
+  for (const QueuedItem & item : dropped) {
+    if (item.kind != ItemKind::kEvent)
+      continue;
+    GstEvent * event = GST_EVENT_CAST (item.obj);
+    if (GST_EVENT_IS_STICKY (event)
+        && GST_EVENT_TYPE (event) != GST_EVENT_SEGMENT
+        && GST_EVENT_TYPE (event) != GST_EVENT_EOS)
+      gst_pad_store_sticky_event (lane->pad, event);
+  }
+}
+
+static bool
+flow_is_fatal (GstFlowReturn ret)
+{
+  return ret < GST_FLOW_EOS;
+}
+
+static void
+lane_update_eligibility (GstGpuFanOut * self, const LanePtr & lane)
+{
+  bool active;
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    active = !lane->flushing;
+  }
+  self->priv->session->SetLaneEligible (lane->id,
+      active && lane->last_ret.load () == GST_FLOW_OK);
+}
+
+/* Records a lane's push result; a fatal one is reported once, naming the
+ * lane and its device. */
+static void
+lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
+{
+  lane->last_ret = ret;
+  lane_update_eligibility (self, lane);
+
+  if (!flow_is_fatal (ret))
+    return;
+
+  bool post;
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    post = !lane->error_posted;
+    lane->error_posted = true;
+  }
+  if (post) {
+    gpufan::SessionStats stats = self->priv->session->Stats ();
+    std::string device = "?";
+    for (const auto & l : stats.lanes)
+      if (l.lane == lane->id)
+        device = l.device.Describe ();
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Processing branch of lane %u (%s:%s, device %s) failed: %s", lane->id,
+            GST_DEBUG_PAD_NAME (lane->pad), device.c_str (),
+            gst_flow_get_name (ret)),
+        ("push on lane %u returned %s (%d)", lane->id, gst_flow_get_name (ret),
+            ret));
+  }
+}
+
+/* Combines the lanes' sticky results the way tee does: FLUSHING wins, then
+ * an error, NOT_LINKED only if every lane is not linked, EOS if no lane can
+ * take data and one ended. */
+static GstFlowReturn
+combine_lane_results (GstGpuFanOut * self)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  if (self->priv->lanes.empty ())
+    return GST_FLOW_NOT_LINKED;
+
+  bool any_ok = false, any_eos = false, flushing = false;
+  GstFlowReturn fatal = GST_FLOW_OK;
+  for (auto & kv : self->priv->lanes) {
+    GstFlowReturn r = kv.second->last_ret.load ();
+    if (r == GST_FLOW_OK)
+      any_ok = true;
+    else if (r == GST_FLOW_FLUSHING)
+      flushing = true;
+    else if (r == GST_FLOW_EOS)
+      any_eos = true;
+    else if (flow_is_fatal (r))
+      fatal = r;
+  }
+  if (flushing)
+    return GST_FLOW_FLUSHING;
+  if (fatal != GST_FLOW_OK)
+    return fatal;
+  if (any_ok)
+    return GST_FLOW_OK;
+  return any_eos ? GST_FLOW_EOS : GST_FLOW_NOT_LINKED;
+}
+
+static bool
+any_lane_inactive (GstGpuFanOut * self)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (lane->flushing)
+      return true;
+  }
+  return false;
+}
+
+/* Before a lane's first item (and after a relink or a new stream), ask its
+ * branch whether a gpufanin is at the end; the fan-in claims the lane. */
+static void
+probe_lanes (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (!lane->needs_probe.exchange (false))
+      continue;
+    if (priv->session->IsLaneClaimed (lane->id))
+      continue;
+    GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id);
+    gboolean answered = gst_pad_peer_query (lane->pad, query);
+    GST_DEBUG_OBJECT (lane->pad, "pairing probe: %s",
+        answered && gst_gpufan_pair_query_claimed (query)
+            ? "claimed by a gpufanin"
+            : "no gpufanin downstream");
+    gst_query_unref (query);
+  }
+}
+
+static void
+post_stats (GstGpuFanOut * self)
+{
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_gpufan_stats_message_new (GST_OBJECT (self),
+          self->priv->session->Stats ()));
+}
+
+static void
+maybe_post_interval_stats (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  guint interval_ms = priv->stats_interval_ms.load ();
+  if (interval_ms == 0)
+    return;
+  gint64 now = priv->session->clock ().NowNs ();
+  gint64 last = priv->last_stats_post_ns.load ();
+  if (now - last < (gint64)interval_ms * GST_MSECOND)
+    return;
+  if (priv->last_stats_post_ns.compare_exchange_strong (last, now))
+    post_stats (self);
+}
+
+/* When every lane is pushing EOS and no gpufanin waits for any of them, the
+ * fan-out posts the final statistics itself. */
+static void
+on_lane_eos (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (!lane->eos_pushed)
+      return;
+  }
+  gpufan::SessionStats stats = priv->session->Stats ();
+  for (const auto & l : stats.lanes)
+    if (l.claimed)
+      return; /* gpufanin posts them */
+  if (!priv->stats_posted.exchange (true)) {
+    GST_DEBUG_OBJECT (self, "every lane pushed EOS, posting statistics");
+    post_stats (self);
+  }
+}
+
+static gpufan::PushOutcome
+outcome_of (GstFlowReturn ret)
+{
+  if (ret == GST_FLOW_OK)
+    return gpufan::PushOutcome::kDelivered;
+  if (flow_is_fatal (ret))
+    return gpufan::PushOutcome::kFailed;
+  return gpufan::PushOutcome::kDropped;
+}
+
+/* The lane's streaming thread: one item per call. */
+static void
+lane_loop (gpointer user_data)
+{
+  Lane * lane = static_cast<Lane *> (user_data);
+  GstGpuFanOut * self = lane->element;
+  gpufan::Session & session = *self->priv->session;
+  QueuedItem item;
+
+  {
+    std::unique_lock<std::mutex> lk (lane->lock);
+    while (lane->queue.empty () && !lane->flushing)
+      lane->cond.wait_for (lk, kLaneWaitSlice);
+    if (lane->flushing) {
+      lk.unlock ();
+      GST_DEBUG_OBJECT (lane->pad, "flushing, pausing lane task");
+      gst_pad_pause_task (lane->pad);
+      return;
+    }
+    item = std::move (lane->queue.front ());
+    lane->queue.pop_front ();
+  }
+
+  LanePtr lane_ref = find_lane (self, lane->id);
+  if (!lane_ref)
+    return; /* released meanwhile */
+
+  switch (item.kind) {
+    case ItemKind::kEvent: {
+      GstEvent * event = GST_EVENT_CAST (item.Steal ());
+      bool is_eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
+      if (is_eos) {
+        /* before the push: the pipeline's EOS must not overtake the stats */
+        {
+          std::lock_guard<std::mutex> lk (lane->lock);
+          lane->eos_pushed = true;
+        }
+        on_lane_eos (self);
+      }
+      GST_LOG_OBJECT (lane->pad, "pushing %" GST_PTR_FORMAT, event);
+      gst_pad_push_event (lane->pad, event);
+      break;
+    }
+    case ItemKind::kBuffer:
+    case ItemKind::kScheduledEvent: {
+      session.MarkStarted (lane->id, item.seq);
+      GstFlowReturn prev = lane->last_ret.load ();
+      if (flow_is_fatal (prev)) {
+        /* never feed a failed branch; the item counts as failed */
+        session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
+        break;
+      }
+      GstFlowReturn ret;
+      if (item.kind == ItemKind::kBuffer) {
+        ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
+      } else {
+        ret = gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()))
+            ? GST_FLOW_OK
+            : GST_FLOW_FLUSHING;
+      }
+      session.OnPushed (lane->id, item.seq, outcome_of (ret));
+      if (ret != GST_FLOW_OK) {
+        GST_DEBUG_OBJECT (lane->pad, "push returned %s",
+            gst_flow_get_name (ret));
+        lane_set_result (self, lane_ref, ret);
+      }
+      break;
+    }
+  }
+}
+
+static void
+copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad)
+{
+  gst_pad_sticky_events_foreach (
+      self->sinkpad,
+      [] (GstPad *, GstEvent ** event, gpointer user_data) -> gboolean {
+        if (GST_EVENT_TYPE (*event) != GST_EVENT_EOS)
+          gst_pad_store_sticky_event (GST_PAD (user_data), *event);
+        return TRUE;
+      },
+      srcpad);
+}
+
+/* Pad functions use the pad's back pointer, not @parent: a lane is activated
+ * before its pad is added to the element. */
+static gboolean
+gst_gpufan_out_src_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
+    gboolean active)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+
+  LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane);
+  if (!lane)
+    return !active;
+
+  if (active) {
+    {
+      std::lock_guard<std::mutex> lk (lane->lock);
+      lane->flushing = false;
+    }
+    /* A lane added while streaming gets the current sticky events before it
+     * can be picked for its first buffer. (The pad is already out of flushing
+     * here, so storing works.) */
+    copy_sticky_events (self, pad);
+    lane_update_eligibility (self, lane);
+    return gst_pad_start_task (pad, lane_loop, lane.get (), nullptr);
+  }
+
+  lane_set_flushing (lane, true);
+  lane_update_eligibility (self, lane);
+  return gst_pad_stop_task (pad);
+}
+
+static GstPadLinkReturn
+gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad *)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
+  if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
+    GstFlowReturn expected = GST_FLOW_NOT_LINKED;
+    lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
+    lane->needs_probe = true;
+    lane_update_eligibility (self, lane);
+  }
+  return GST_PAD_LINK_OK;
+}
+
+static void
+gst_gpufan_out_src_unlink (GstPad * pad, GstObject *)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
+  if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane))
+    lane->needs_probe = true;
+}
+
+static gboolean
+gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+
+  if (gst_gpufan_is_pair_query (query)) {
+    /* a gpufanin asks upstream which lane feeds it */
+    gst_gpufan_pair_query_set_session (query, self->priv->session,
+        GST_GPUFAN_OUT_PAD (pad)->lane);
+    return TRUE;
+  }
+  return gst_pad_query_default (pad, parent, query);
+}
+
+static gboolean
+seen_upstream_event (GstGpuFanOut * self, guint32 seqnum)
+{
+  static constexpr size_t kRemembered = 64;
+  GstGpuFanOutPrivate * priv = self->priv;
+  std::lock_guard<std::mutex> lk (priv->upstream_lock);
+  for (guint32 s : priv->upstream_seqnums)
+    if (s == seqnum)
+      return TRUE;
+  priv->upstream_seqnums.push_back (seqnum);
+  if (priv->upstream_seqnums.size () > kRemembered)
+    priv->upstream_seqnums.pop_front ();
+  return FALSE;
+}
+
+static gboolean
+gst_gpufan_out_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+
+  /* A seek (or any upstream event) that gpufanin sent up every lane goes
+   * upstream once. */
+  if (seen_upstream_event (self, gst_event_get_seqnum (event))) {
+    GST_DEBUG_OBJECT (pad, "dropping duplicate %" GST_PTR_FORMAT, event);
+    gst_event_unref (event);
+    return TRUE;
+  }
+  return gst_pad_event_default (pad, parent, event);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sink pad */
+
+static GstFlowReturn
+dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
+    gint64 pts)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  GstFlowReturn ret = combine_lane_results (self);
+  if (ret != GST_FLOW_OK) {
+    gst_mini_object_unref (obj);
+    return ret;
+  }
+
+  probe_lanes (self);
+
+  for (;;) {
+    gpufan::Dispatch d = priv->session->DispatchItem (pts);
+    if (d.status == gpufan::DispatchStatus::kFlushing) {
+      gst_mini_object_unref (obj);
+      return GST_FLOW_FLUSHING;
+    }
+    if (d.status == gpufan::DispatchStatus::kNoLanes) {
+      gst_mini_object_unref (obj);
+      ret = combine_lane_results (self);
+      if (ret != GST_FLOW_OK)
+        return ret;
+      /* no lane can take it although none failed: lanes being deactivated
+       * (PAUSED->READY stops src pads first) mean FLUSHING, not NOT_LINKED */
+      return any_lane_inactive (self) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_LINKED;
+    }
+
+    LanePtr lane = find_lane (self, d.lane);
+    if (!lane)
+      continue; /* released meanwhile; RemoveLane dropped it */
+
+    guint64 session_id = priv->session->id ();
+    if (is_buffer) {
+      GstBuffer * buffer = gst_buffer_make_writable (GST_BUFFER_CAST (obj));
+      if (GstGpuFanMeta * meta = gst_buffer_get_gpufan_meta (buffer))
+        gst_buffer_remove_meta (buffer, &meta->meta);
+      gst_buffer_add_gpufan_meta (buffer, session_id, d.seq, d.lane,
+          priv->caps_epoch.load ());
+      obj = GST_MINI_OBJECT_CAST (buffer);
+    } else {
+      GstEvent * event = gst_event_make_writable (GST_EVENT_CAST (obj));
+      gst_gpufan_event_set_item (event, session_id, d.seq, d.lane);
+      obj = GST_MINI_OBJECT_CAST (event);
+    }
+
+    QueuedItem item (obj, d.seq,
+        is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
+    if (!lane_enqueue (lane, std::move (item))) {
+      /* the lane is being deactivated or released: try another one */
+      priv->session->OnPushed (d.lane, d.seq, gpufan::PushOutcome::kDropped);
+      obj = item.Steal ();
+      if (priv->session->flushing ()) {
+        gst_mini_object_unref (obj);
+        return GST_FLOW_FLUSHING;
+      }
+      continue;
+    }
+    GST_LOG_OBJECT (self, "item %" G_GUINT64_FORMAT " -> lane %u", d.seq,
+        d.lane);
+    maybe_post_interval_stats (self);
+    return GST_FLOW_OK;
+  }
+}
+
+static GstFlowReturn
+gst_gpufan_out_chain (GstPad *, GstObject * parent, GstBuffer * buffer)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
+      ? (gint64)GST_BUFFER_PTS (buffer)
+      : gpufan::kNoTime;
+  return dispatch_item (self, GST_MINI_OBJECT_CAST (buffer), true, pts);
+}
+
+static GstFlowReturn
+gst_gpufan_out_chain_list (GstPad * pad, GstObject * parent,
+    GstBufferList * list)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint n = gst_buffer_list_length (list);
+  for (guint i = 0; i < n && ret == GST_FLOW_OK; i++) {
+    GstBuffer * buffer = gst_buffer_ref (gst_buffer_list_get (list, i));
+    ret = gst_gpufan_out_chain (pad, parent, buffer);
+  }
+  gst_buffer_list_unref (list);
+  return ret;
+}
+
+static void
+enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    QueuedItem item (GST_MINI_OBJECT_CAST (gst_event_ref (event)), 0,
+        ItemKind::kEvent);
+    lane_enqueue (lane, std::move (item));
+  }
+  gst_event_unref (event);
+}
+
+static gboolean
+gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START: {
+      priv->session->SetFlushing (true);
+      std::vector<LanePtr> lanes = snapshot_lanes (self);
+      for (const LanePtr & lane : lanes)
+        lane_set_flushing (lane, true, StickyPolicy::kKeep);
+      gboolean res = gst_pad_event_default (pad, parent, event);
+      /* the pushes the lanes were blocked in have returned by now */
+      for (const LanePtr & lane : lanes)
+        gst_pad_pause_task (lane->pad);
+      return res;
+    }
+    case GST_EVENT_FLUSH_STOP: {
+      priv->session->Reset ();
+      std::vector<LanePtr> lanes = snapshot_lanes (self);
+      for (const LanePtr & lane : lanes) {
+        GstFlowReturn r = lane->last_ret.load ();
+        if (r == GST_FLOW_FLUSHING || r == GST_FLOW_EOS)
+          lane->last_ret = GST_FLOW_OK;
+        std::lock_guard<std::mutex> lk (lane->lock);
+        lane->eos_pushed = false;
+      }
+      priv->stats_posted = false;
+      gboolean res = gst_pad_event_default (pad, parent, event);
+      priv->session->SetFlushing (false);
+      for (const LanePtr & lane : lanes) {
+        /* only lanes whose pad is still active restart (not during
+         * PAUSED->READY) */
+        if (!GST_PAD_IS_ACTIVE (lane->pad))
+          continue;
+        {
+          std::lock_guard<std::mutex> lk (lane->lock);
+          lane->flushing = false;
+        }
+        lane_update_eligibility (self, lane);
+        gst_pad_start_task (lane->pad, lane_loop, lane.get (), nullptr);
+      }
+      return res;
+    }
+    case GST_EVENT_GAP: {
+      /* a GAP stands for data: it is scheduled on one lane like a buffer */
+      GstClockTime ts;
+      gst_event_parse_gap (event, &ts, nullptr);
+      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
+      return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts)
+          == GST_FLOW_OK;
+    }
+    case GST_EVENT_CAPS:
+      priv->caps_epoch++;
+      break;
+    case GST_EVENT_STREAM_START:
+      for (const LanePtr & lane : snapshot_lanes (self))
+        lane->needs_probe = true;
+      break;
+    default:
+      break;
+  }
+
+  if (!GST_EVENT_IS_SERIALIZED (event))
+    return gst_pad_event_default (pad, parent, event);
+
+  /* Serialized events travel in every lane's queue, behind its buffers. */
+  priv->session->MarkEventPosition (gst_event_get_seqnum (event));
+  enqueue_event_on_all_lanes (self, event);
+  return TRUE;
+}
+
+/* Allocation: tee's aggregation over the lanes (largest size, largest
+ * min-buffers, common metas), plus the buffers that can be in flight. */
+static gboolean
+aggregate_allocation (GstGpuFanOut * self, GstQuery * query)
+{
+  GstCaps * caps;
+  gboolean need_pool;
+  gst_query_parse_allocation (query, &caps, &need_pool);
+
+  GstAllocationParams params;
+  gst_allocation_params_init (&params);
+  guint size = 0, min_buffers = 0, answered = 0;
+
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    GstQuery * q = gst_query_new_allocation (caps, FALSE);
+    if (!gst_pad_peer_query (lane->pad, q)) {
+      GST_DEBUG_OBJECT (lane->pad, "no allocation answer from this lane");
+      gst_query_unref (q);
+      continue;
+    }
+
+    for (guint i = 0; i < gst_query_get_n_allocation_params (q); i++) {
+      GstAllocationParams p;
+      gst_query_parse_nth_allocation_param (q, i, nullptr, &p);
+      params.align = MAX (params.align, p.align);
+      params.prefix = MAX (params.prefix, p.prefix);
+      params.padding = MAX (params.padding, p.padding);
+    }
+    if (gst_query_get_n_allocation_pools (q) > 0) {
+      guint s, m;
+      gst_query_parse_nth_allocation_pool (q, 0, nullptr, &s, &m, nullptr);
+      size = MAX (size, s);
+      min_buffers = MAX (min_buffers, m);
+    }
+
+    /* keep only the metas every lane supports */
+    if (answered == 0) {
+      for (guint i = 0; i < gst_query_get_n_allocation_metas (q); i++) {
+        const GstStructure * mp;
+        GType api = gst_query_parse_nth_allocation_meta (q, i, &mp);
+        gst_query_add_allocation_meta (query, api, mp);
+      }
+    } else {
+      for (guint i = 0; i < gst_query_get_n_allocation_metas (query);) {
+        GType api = gst_query_parse_nth_allocation_meta (query, i, nullptr);
+        if (!gst_query_find_allocation_meta (q, api, nullptr))
+          gst_query_remove_nth_allocation_meta (query, i);
+        else
+          i++;
+      }
+    }
+    answered++;
+    gst_query_unref (q);
+  }
+
+  if (answered == 0)
+    return TRUE; /* upstream uses its defaults */
+
+  if (params.align || params.prefix || params.padding)
+    gst_query_add_allocation_param (query, nullptr, &params);
+  if (size) {
+    /* every buffer in flight is held by a lane queue or a branch */
+    min_buffers += self->priv->session->EffectiveMaxInFlight ();
+    gst_query_add_allocation_pool (query, nullptr, size, min_buffers, 0);
+  }
+  return TRUE;
+}
+
+static gboolean
+gst_gpufan_out_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_ALLOCATION:
+      return aggregate_allocation (self, query);
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+gst_gpufan_out_sink_activate_mode (GstPad *, GstObject * parent,
+    GstPadMode mode, gboolean active)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  /* wakes a chain function blocked in DispatchItem so the pad can stop */
+  self->priv->session->SetFlushing (!active);
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Request pads */
+
+static GstPad *
+gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
+    const gchar * name, const GstCaps *)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (element);
+  GstGpuFanOutPrivate * priv = self->priv;
+  guint index = 0;
+
+  GstPad * pad;
+  {
+    std::lock_guard<std::mutex> lk (priv->lanes_lock);
+    if (name) {
+      gchar * end = nullptr;
+      if (!g_str_has_prefix (name, "src_") || name[4] == '\0')
+        goto bad_name;
+      guint64 v = g_ascii_strtoull (name + 4, &end, 10);
+      if (*end != '\0' || v > G_MAXUINT32)
+        goto bad_name;
+      index = (guint)v;
+      if (priv->lanes.count (index))
+        goto name_taken;
+    } else {
+      while (priv->lanes.count (index))
+        index++;
+    }
+
+    gchar * pad_name = g_strdup_printf ("src_%u", index);
+    pad = GST_PAD (g_object_new (GST_TYPE_GPUFAN_OUT_PAD, "name", pad_name,
+        "direction", GST_PAD_SRC, "template", templ, nullptr));
+    g_free (pad_name);
+    GST_GPUFAN_OUT_PAD (pad)->fanout = self;
+    GST_GPUFAN_OUT_PAD (pad)->lane = index;
+
+    auto lane = std::make_shared<Lane> (self, pad, index);
+    priv->lanes[index] = lane;
+    priv->session->AddLane (index, priv->devices.DefaultForLane (index),
+        DEFAULT_WEIGHT);
+    /* no items until the pad is active */
+    priv->session->SetLaneEligible (index, false);
+  }
+
+  gst_pad_set_activatemode_function (pad, gst_gpufan_out_src_activate_mode);
+  gst_pad_set_query_function (pad, gst_gpufan_out_src_query);
+  gst_pad_set_event_function (pad, gst_gpufan_out_src_event);
+  gst_pad_set_link_function (pad, gst_gpufan_out_src_link);
+  gst_pad_set_unlink_function (pad, gst_gpufan_out_src_unlink);
+  GST_PAD_SET_PROXY_CAPS (pad);
+
+  GST_DEBUG_OBJECT (self, "new lane %u", index);
+
+  if (GST_PAD_IS_ACTIVE (self->sinkpad))
+    gst_pad_set_active (pad, TRUE);
+  gst_element_add_pad (element, pad);
+  return pad;
+
+bad_name:
+  GST_WARNING_OBJECT (self, "cannot make a pad named '%s': expected src_%%u",
+      name);
+  return nullptr;
+name_taken:
+  GST_WARNING_OBJECT (self, "pad '%s' already exists", name);
+  return nullptr;
+}
+
+static void
+gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (element);
+  guint id = GST_GPUFAN_OUT_PAD (pad)->lane;
+
+  GST_DEBUG_OBJECT (self, "releasing lane %u", id);
+  LanePtr lane = find_lane (self, id);
+  if (lane)
+    lane_set_flushing (lane, true);
+  gst_pad_set_active (pad, FALSE);
+
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    self->priv->lanes.erase (id);
+  }
+  self->priv->session->RemoveLane (id);
+  gst_element_remove_pad (element, pad);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element */
+
+static GstStateChangeReturn
+gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (element);
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  GstStateChangeReturn ret
+      = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+  if (ret == GST_STATE_CHANGE_FAILURE)
+    return ret;
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    priv->session->Reset ();
+    for (const LanePtr & lane : snapshot_lanes (self)) {
+      lane->last_ret = GST_FLOW_OK;
+      lane->needs_probe = true;
+      std::lock_guard<std::mutex> lk (lane->lock);
+      lane->eos_pushed = false;
+      lane->error_posted = false;
+    }
+    priv->stats_posted = false;
+    priv->caps_epoch = 0;
+  }
+  return ret;
+}
+
+static void
+gst_gpufan_out_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (object);
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  switch (prop_id) {
+    case PROP_POLICY:
+      priv->session->SetPolicy (policy_from_enum (g_value_get_enum (value)));
+      break;
+    case PROP_QUEUE_SIZE: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      priv->queue_size = g_value_get_uint (value);
+      priv->session->SetLaneQueueSize (priv->queue_size);
+      break;
+    }
+    case PROP_MAX_IN_FLIGHT: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      priv->max_in_flight = g_value_get_uint (value);
+      priv->session->SetMaxInFlight (priv->max_in_flight);
+      break;
+    }
+    case PROP_STATS_INTERVAL:
+      priv->stats_interval_ms = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
+    GParamSpec * pspec)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (object);
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  switch (prop_id) {
+    case PROP_POLICY:
+      g_value_set_enum (value, policy_to_enum (priv->session->policy ()));
+      break;
+    case PROP_QUEUE_SIZE: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_uint (value, priv->queue_size);
+      break;
+    }
+    case PROP_MAX_IN_FLIGHT: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_uint (value, priv->max_in_flight);
+      break;
+    }
+    case PROP_STATS:
+      g_value_take_boxed (value,
+          gst_gpufan_stats_to_structure (priv->session->Stats ()));
+      break;
+    case PROP_STATS_INTERVAL:
+      g_value_set_uint (value, priv->stats_interval_ms.load ());
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_gpufan_out_finalize (GObject * object)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (object);
+  delete self->priv;
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
+{
+  GObjectClass * gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass * element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_gpufan_out_set_property;
+  gobject_class->get_property = gst_gpufan_out_get_property;
+  gobject_class->finalize = gst_gpufan_out_finalize;
+
+  /**
+   * GstGpuFanOut:policy:
+   *
+   * How the next buffer's lane is chosen. `adaptive` learns each lane's
+   * service time from the completions gpufanin reports and picks the lane
+   * that should finish the buffer first.
+   */
+  g_object_class_install_property (gobject_class, PROP_POLICY,
+      g_param_spec_enum ("policy", "Policy",
+          "How buffers are spread over the lanes", GST_TYPE_GPUFAN_POLICY,
+          DEFAULT_POLICY,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanOut:queue-size:
+   *
+   * Buffers queued per lane in front of the lane's streaming thread. A full
+   * lane takes no more buffers; when every lane is full, the fan-out blocks
+   * and back-pressure reaches upstream.
+   */
+  g_object_class_install_property (gobject_class, PROP_QUEUE_SIZE,
+      g_param_spec_uint ("queue-size", "Queue size",
+          "Buffers queued per lane before the lane counts as full", 1, 1024,
+          DEFAULT_QUEUE_SIZE,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanOut:max-in-flight:
+   *
+   * Buffers dispatched and not yet output by gpufanin (or pushed, without a
+   * fan-in): bounds the reorder window and the memory in use. 0 chooses
+   * lanes × (queue-size + 2).
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
+      g_param_spec_uint ("max-in-flight", "Max in flight",
+          "Buffers dispatched but not yet output in order (0 = automatic: "
+          "lanes x (queue-size + 2))",
+          0, 65536, DEFAULT_MAX_IN_FLIGHT,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanOut:stats:
+   *
+   * A `gpufan-stats` structure: totals and, in the `lanes` array, one
+   * structure per lane (device, dispatched, completed, dropped, failed,
+   * timed-out, late, reorder-waits, queued, in-flight, service-time in ns,
+   * fps). See docs/elements.md.
+   */
+  g_object_class_install_property (gobject_class, PROP_STATS,
+      g_param_spec_boxed ("stats", "Statistics",
+          "Per-lane statistics (gpufan-stats structure)", GST_TYPE_STRUCTURE,
+          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  /**
+   * GstGpuFanOut:stats-interval:
+   *
+   * Also post the `gpufan-stats` element message every so many milliseconds
+   * while buffers flow (0: only at EOS).
+   */
+  g_object_class_install_property (gobject_class, PROP_STATS_INTERVAL,
+      g_param_spec_uint ("stats-interval", "Statistics interval",
+          "Post a gpufan-stats message every so many ms (0 = only at EOS)", 0,
+          3600000, DEFAULT_STATS_INTERVAL,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  element_class->request_new_pad
+      = GST_DEBUG_FUNCPTR (gst_gpufan_out_request_new_pad);
+  element_class->release_pad = GST_DEBUG_FUNCPTR (gst_gpufan_out_release_pad);
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_gpufan_out_change_state);
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template_with_gtype (element_class,
+      &src_template, GST_TYPE_GPUFAN_OUT_PAD);
+
+  gst_element_class_set_static_metadata (element_class, "GPU fan-out",
+      "Generic",
+      "Spreads buffers over parallel lanes (one per GPU, or CPU lanes); "
+      "gpufanin restores their order",
+      "gst-gpufan developers");
+
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_POLICY, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_OUT_PAD, (GstPluginAPIFlags)0);
+}
+
+static void
+gst_gpufan_out_init (GstGpuFanOut * self)
+{
+  self->priv = new GstGpuFanOutPrivate ();
+
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_chain));
+  gst_pad_set_chain_list_function (self->sinkpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_chain_list));
+  gst_pad_set_event_function (self->sinkpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_event));
+  gst_pad_set_query_function (self->sinkpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_query));
+  gst_pad_set_activatemode_function (self->sinkpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_activate_mode));
+  GST_PAD_SET_PROXY_CAPS (self->sinkpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->priv->session->SetPolicy (policy_from_enum (DEFAULT_POLICY));
+  self->priv->session->SetLaneQueueSize (DEFAULT_QUEUE_SIZE);
+  self->priv->session->SetMaxInFlight (DEFAULT_MAX_IN_FLIGHT);
+}

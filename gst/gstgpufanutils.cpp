@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanutils.h"
+
+GST_DEBUG_CATEGORY (gst_gpufan_debug);
+
+/* --- meta --- */
+
+static gboolean
+gst_gpufan_meta_init (GstMeta * meta, gpointer, GstBuffer *)
+{
+  auto * m = reinterpret_cast<GstGpuFanMeta *> (meta);
+  m->session_id = 0;
+  m->seq = 0;
+  m->lane = 0;
+  m->caps_epoch = 0;
+  return TRUE;
+}
+
+/* Every transform keeps the identification: the output of a branch element
+ * is still "the item with this sequence number". */
+static gboolean
+gst_gpufan_meta_transform (GstBuffer * dest, GstMeta * meta, GstBuffer *,
+    GQuark, gpointer)
+{
+  auto * m = reinterpret_cast<GstGpuFanMeta *> (meta);
+  return gst_buffer_add_gpufan_meta (dest, m->session_id, m->seq, m->lane,
+             m->caps_epoch)
+      != nullptr;
+}
+
+GType
+gst_gpufan_meta_api_get_type (void)
+{
+  static GType type = 0;
+  static const gchar * tags[] = { nullptr };
+
+  if (g_once_init_enter (&type)) {
+    GType t = gst_meta_api_type_register ("GstGpuFanMetaAPI", tags);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+const GstMetaInfo *
+gst_gpufan_meta_get_info (void)
+{
+  static const GstMetaInfo * info = nullptr;
+
+  if (g_once_init_enter (&info)) {
+    const GstMetaInfo * i = gst_meta_register (GST_GPUFAN_META_API_TYPE,
+        "GstGpuFanMeta", sizeof (GstGpuFanMeta), gst_gpufan_meta_init, nullptr,
+        gst_gpufan_meta_transform);
+    g_once_init_leave (&info, i);
+  }
+  return info;
+}
+
+GstGpuFanMeta *
+gst_buffer_add_gpufan_meta (GstBuffer * buffer, guint64 session_id, guint64 seq,
+    guint32 lane, guint32 caps_epoch)
+{
+  auto * m = reinterpret_cast<GstGpuFanMeta *> (
+      gst_buffer_add_meta (buffer, gst_gpufan_meta_get_info (), nullptr));
+  if (!m)
+    return nullptr;
+  m->session_id = session_id;
+  m->seq = seq;
+  m->lane = lane;
+  m->caps_epoch = caps_epoch;
+  return m;
+}
+
+/* --- GAP event identification --- */
+
+#define ITEM_SESSION_FIELD "gpufan-session"
+#define ITEM_SEQ_FIELD "gpufan-seq"
+#define ITEM_LANE_FIELD "gpufan-lane"
+
+void
+gst_gpufan_event_set_item (GstEvent * event, guint64 session_id, guint64 seq,
+    guint32 lane)
+{
+  GstStructure * s = gst_event_writable_structure (event);
+  gst_structure_set (s, ITEM_SESSION_FIELD, G_TYPE_UINT64, session_id,
+      ITEM_SEQ_FIELD, G_TYPE_UINT64, seq, ITEM_LANE_FIELD, G_TYPE_UINT, lane,
+      nullptr);
+}
+
+gboolean
+gst_gpufan_event_get_item (GstEvent * event, guint64 * session_id,
+    guint64 * seq)
+{
+  const GstStructure * s = gst_event_get_structure (event);
+  return s && gst_structure_get_uint64 (s, ITEM_SESSION_FIELD, session_id)
+      && gst_structure_get_uint64 (s, ITEM_SEQ_FIELD, seq);
+}
+
+/* --- pairing query --- */
+
+#define PAIR_QUERY_NAME "GstGpuFanPair"
+
+/* A boxed copy of a shared_ptr<Session>, so that the query owns a reference
+ * for as long as it lives, whichever thread answers it. */
+using SessionRef = std::shared_ptr<gpufan::Session>;
+
+static gpointer
+session_ref_copy (gpointer ref)
+{
+  return new SessionRef (*static_cast<SessionRef *> (ref));
+}
+
+static void
+session_ref_free (gpointer ref)
+{
+  delete static_cast<SessionRef *> (ref);
+}
+
+G_DEFINE_BOXED_TYPE (GstGpuFanSessionRef, gst_gpufan_session_ref,
+    session_ref_copy, session_ref_free);
+
+GstQuery *
+gst_gpufan_pair_query_new (const SessionRef * session, guint lane)
+{
+  GstStructure * s = gst_structure_new (PAIR_QUERY_NAME, "lane", G_TYPE_UINT,
+      lane, "claimed", G_TYPE_BOOLEAN, FALSE, nullptr);
+  if (session && *session) {
+    gst_structure_set (s, "session", gst_gpufan_session_ref_get_type (),
+        session, nullptr);
+  }
+  return gst_query_new_custom (GST_QUERY_CUSTOM, s);
+}
+
+gboolean
+gst_gpufan_is_pair_query (GstQuery * query)
+{
+  if (GST_QUERY_TYPE (query) != GST_QUERY_CUSTOM)
+    return FALSE;
+  const GstStructure * s = gst_query_get_structure (query);
+  return s && gst_structure_has_name (s, PAIR_QUERY_NAME);
+}
+
+gboolean
+gst_gpufan_pair_query_parse (GstQuery * query, SessionRef * session,
+    guint * lane)
+{
+  const GstStructure * s = gst_query_get_structure (query);
+  SessionRef * ref = nullptr;
+
+  if (!s
+      || !gst_structure_get (s, "session", gst_gpufan_session_ref_get_type (),
+          &ref, nullptr)
+      || !ref)
+    return FALSE;
+  *session = *ref;
+  session_ref_free (ref);
+  if (lane)
+    gst_structure_get_uint (s, "lane", lane);
+  return *session != nullptr;
+}
+
+void
+gst_gpufan_pair_query_set_session (GstQuery * query, const SessionRef & session,
+    guint lane)
+{
+  GstStructure * s = gst_query_writable_structure (query);
+  gst_structure_set (s, "session", gst_gpufan_session_ref_get_type (), &session,
+      "lane", G_TYPE_UINT, lane, nullptr);
+}
+
+void
+gst_gpufan_pair_query_set_claimed (GstQuery * query)
+{
+  GstStructure * s = gst_query_writable_structure (query);
+  gst_structure_set (s, "claimed", G_TYPE_BOOLEAN, TRUE, nullptr);
+}
+
+gboolean
+gst_gpufan_pair_query_claimed (GstQuery * query)
+{
+  gboolean claimed = FALSE;
+  const GstStructure * s = gst_query_get_structure (query);
+  return s && gst_structure_get_boolean (s, "claimed", &claimed) && claimed;
+}
+
+/* --- statistics --- */
+
+static GstStructure *
+lane_stats_to_structure (const gpufan::LaneStats & l)
+{
+  std::string device = l.device.Describe ();
+  return gst_structure_new ("lane", "lane", G_TYPE_UINT, l.lane, "device",
+      G_TYPE_STRING, device.c_str (), "weight", G_TYPE_DOUBLE, l.weight,
+      "claimed", G_TYPE_BOOLEAN, l.claimed, "dispatched", G_TYPE_UINT64,
+      l.dispatched, "completed", G_TYPE_UINT64, l.completed, "dropped",
+      G_TYPE_UINT64, l.dropped, "failed", G_TYPE_UINT64, l.failed, "timed-out",
+      G_TYPE_UINT64, l.timed_out, "late", G_TYPE_UINT64, l.late,
+      "reorder-waits", G_TYPE_UINT64, l.reorder_waits, "queued", G_TYPE_UINT,
+      l.queued, "in-flight", G_TYPE_UINT, l.in_flight, "service-time",
+      G_TYPE_UINT64, (guint64)MAX (l.service_ns, 0), "fps", G_TYPE_DOUBLE,
+      l.fps, nullptr);
+}
+
+GstStructure *
+gst_gpufan_stats_to_structure (const gpufan::SessionStats & stats)
+{
+  GValue lanes = G_VALUE_INIT;
+  gst_value_array_init (&lanes, stats.lanes.size ());
+  for (const auto & l : stats.lanes) {
+    GValue v = G_VALUE_INIT;
+    g_value_init (&v, GST_TYPE_STRUCTURE);
+    g_value_take_boxed (&v, lane_stats_to_structure (l));
+    gst_value_array_append_and_take_value (&lanes, &v);
+  }
+
+  GstStructure * s = gst_structure_new (GST_GPUFAN_STATS_NAME, "policy",
+      G_TYPE_STRING, gpufan::PolicyName (stats.policy), "dispatched",
+      G_TYPE_UINT64, stats.dispatched, "released", G_TYPE_UINT64,
+      stats.released, "unmatched", G_TYPE_UINT64, stats.unmatched, "in-flight",
+      G_TYPE_UINT, stats.in_flight, "max-in-flight", G_TYPE_UINT,
+      stats.max_in_flight, "window-peak", G_TYPE_UINT, stats.window_peak,
+      "elapsed", G_TYPE_UINT64, (guint64)MAX (stats.elapsed_ns, 0), nullptr);
+  gst_structure_take_value (s, "lanes", &lanes);
+  return s;
+}
+
+GstMessage *
+gst_gpufan_stats_message_new (GstObject * src,
+    const gpufan::SessionStats & stats)
+{
+  return gst_message_new_element (src, gst_gpufan_stats_to_structure (stats));
+}

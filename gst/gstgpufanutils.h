@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later
+ *
+ * Pieces shared by gpufanout and gpufanin: the buffer meta that carries an
+ * item's sequence number through a branch, the query that pairs a fan-in pad
+ * with its fan-out lane, and the statistics structure.
+ */
+#pragma once
+
+#include <gst/gst.h>
+
+#include <memory>
+
+#include "gpufan/session.h"
+
+G_BEGIN_DECLS
+
+GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_debug);
+
+/**
+ * GstGpuFanMeta:
+ * @session_id: the id of the #gpufan::Session that numbered the buffer
+ * @seq: the item's sequence number (input order)
+ * @lane: the lane it was dispatched to
+ * @caps_epoch: how many CAPS events the fan-out had seen when it dispatched it
+ *
+ * Attached by gpufanout to every buffer it dispatches. Branch elements that
+ * copy metas keep it; where a branch drops it, gpufanin falls back to the
+ * lane's FIFO order and the PTS.
+ */
+typedef struct {
+  GstMeta meta;
+  guint64 session_id;
+  guint64 seq;
+  guint32 lane;
+  guint32 caps_epoch;
+} GstGpuFanMeta;
+
+GType gst_gpufan_meta_api_get_type (void);
+#define GST_GPUFAN_META_API_TYPE (gst_gpufan_meta_api_get_type ())
+const GstMetaInfo * gst_gpufan_meta_get_info (void);
+
+GstGpuFanMeta * gst_buffer_add_gpufan_meta (GstBuffer * buffer,
+    guint64 session_id, guint64 seq, guint32 lane, guint32 caps_epoch);
+#define gst_buffer_get_gpufan_meta(b)                                          \
+  ((GstGpuFanMeta *)gst_buffer_get_meta ((b), GST_GPUFAN_META_API_TYPE))
+
+G_END_DECLS
+
+/* The same identification for GAP events, which carry no meta: fields in the
+ * event's structure. */
+void gst_gpufan_event_set_item (GstEvent * event, guint64 session_id,
+    guint64 seq, guint32 lane);
+gboolean gst_gpufan_event_get_item (GstEvent * event, guint64 * session_id,
+    guint64 * seq);
+
+/* Pairing query (custom, non-serialized, both directions):
+ *  - downstream: gpufanout asks through lane @lane's branch "is a gpufanin at
+ *    the end?"; the fan-in copies the session and answers claimed=TRUE.
+ *  - upstream: gpufanin asks "which fan-out lane feeds me?"; the fan-out's src
+ *    pad fills in the session and the lane. */
+GstQuery *
+gst_gpufan_pair_query_new (const std::shared_ptr<gpufan::Session> * session,
+    guint lane);
+gboolean gst_gpufan_is_pair_query (GstQuery * query);
+/* Reads the session and lane; FALSE if the query carries no session. */
+gboolean gst_gpufan_pair_query_parse (GstQuery * query,
+    std::shared_ptr<gpufan::Session> * session, guint * lane);
+void gst_gpufan_pair_query_set_session (GstQuery * query,
+    const std::shared_ptr<gpufan::Session> & session, guint lane);
+void gst_gpufan_pair_query_set_claimed (GstQuery * query);
+gboolean gst_gpufan_pair_query_claimed (GstQuery * query);
+
+/* The `gpufan-stats` structure (see docs/elements.md). */
+#define GST_GPUFAN_STATS_NAME "gpufan-stats"
+GstStructure * gst_gpufan_stats_to_structure (
+    const gpufan::SessionStats & stats);
+GstMessage * gst_gpufan_stats_message_new (GstObject * src,
+    const gpufan::SessionStats & stats);

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * plugin-gpufan:
+ *
+ * Ordered fan-out/fan-in of a video stream over several GPUs or CPU lanes.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <gst/gst.h>
+
+#include "gstgpufanin.h"
+#include "gstgpufanout.h"
+#include "gstgpufanutils.h"
+
+static gboolean
+plugin_init (GstPlugin * plugin)
+{
+  GST_DEBUG_CATEGORY_INIT (gst_gpufan_debug, "gpufan", 0, "gpufan glue");
+
+  gboolean ok = FALSE;
+  ok |= GST_ELEMENT_REGISTER (gpufanout, plugin);
+  ok |= GST_ELEMENT_REGISTER (gpufanin, plugin);
+  return ok;
+}
+
+GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, gpufan,
+    "Ordered fan-out/fan-in of a stream over several GPUs or CPU lanes",
+    plugin_init, PACKAGE_VERSION, "LGPL", "gst-gpufan",
+    "https://gstreamer.freedesktop.org/")
