@@ -1,0 +1,770 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// gpufanin behind a gpufanout, with test branches in between that decide in
+// which order the lanes return (docs/elements.md; scenario numbers from
+// shared/TESTING.md).
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "gpufan-rig.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+FanRigOptions Hold(guint lanes) {
+  FanRigOptions o;
+  o.lanes = lanes;
+  o.mode = Branch::Mode::kHold;
+  return o;
+}
+
+FanRigOptions Passthrough(guint lanes) {
+  FanRigOptions o;
+  o.lanes = lanes;
+  return o;
+}
+
+GstEvent *Eos() {
+  return gst_event_new_eos();
+}
+
+// Waits until every branch holds an EOS (everything the fan-out sent is held).
+::testing::AssertionResult WaitAllHeldEos(FanRig& rig) {
+  for (guint i = 0; i < rig.lanes(); i++)
+    if (!rig.branch(i).WaitHeldEvent(GST_EVENT_EOS))
+      return ::testing::AssertionFailure()
+             << "branch " << i
+             << " never got EOS: " << rig.branch(i).seen().Summary();
+  return ::testing::AssertionSuccess();
+}
+
+// The branch whose lane carried item 0 (by data index or GAP timestamp).
+guint LaneOfFirstItem(FanRig& rig) {
+  for (guint i = 0; i < rig.lanes(); i++)
+    for (const Entry& e : rig.branch(i).seen().Snapshot())
+      if ((e.is_buffer || e.type() == GST_EVENT_GAP) && e.pts_index == 0)
+        return i;
+  ADD_FAILURE() << "no lane carried item 0";
+  return 0;
+}
+
+// Releases every lane except the one carrying item 0, then that one: the
+// fan-in gets everything out of order.
+void ReleaseFirstItemLast(FanRig& rig) {
+  const guint first = LaneOfFirstItem(rig);
+  for (guint i = 0; i < rig.lanes(); i++)
+    if (i != first)
+      rig.branch(i).ReleaseAll();
+  std::this_thread::sleep_for(kSettle);
+  EXPECT_EQ(rig.out().log().Buffers(), 0u)
+      << "the fan-in let items out before item 0 arrived: "
+      << rig.out().log().Summary();
+  rig.branch(first).ReleaseAll();
+}
+
+std::string PadName(GstPad *pad) {
+  gchar *n = gst_pad_get_name(pad);
+  std::string s = n ? n : "";
+  g_free(n);
+  return s;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ properties ---
+
+TEST(GpuFaninProperties, DefaultsRangesAndFlags) {
+  GstElement *in = gst_element_factory_make("gpufanin", nullptr);
+  ASSERT_NE(in, nullptr);
+  GObjectClass *klass = G_OBJECT_GET_CLASS(in);
+  GParamSpec *st = g_object_class_find_property(klass, "stall-timeout");
+  ASSERT_NE(st, nullptr);
+  ASSERT_TRUE(G_IS_PARAM_SPEC_UINT64(st)) << G_PARAM_SPEC_TYPE_NAME(st);
+  EXPECT_EQ(G_PARAM_SPEC_UINT64(st)->minimum, GST_MSECOND);
+  EXPECT_EQ(G_PARAM_SPEC_UINT64(st)->maximum, 3600 * GST_SECOND);
+  EXPECT_EQ(G_PARAM_SPEC_UINT64(st)->default_value, 2 * GST_SECOND);
+  GParamSpec *stats = g_object_class_find_property(klass, "stats");
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(stats->value_type, GST_TYPE_STRUCTURE);
+  EXPECT_FALSE(stats->flags & G_PARAM_WRITABLE);
+  gst_object_unref(in);
+}
+
+TEST(GpuFaninProperties, StatsAreAnEmptyStructureBeforePairing) {
+  GstElement *in = gst_element_factory_make("gpufanin", nullptr);
+  ASSERT_NE(in, nullptr);
+  GstStructure *s = GetStats(in);
+  ASSERT_NE(s, nullptr)
+      << "stats must be a structure, not NULL, before pairing";
+  EXPECT_EQ(gst_structure_n_fields(s), 0);
+  gst_structure_free(s);
+  gst_object_unref(in);
+}
+
+TEST(GpuFaninPads, RequestNamingLowestFreeAndExplicit) {
+  GstElement *in = gst_element_factory_make("gpufanin", nullptr);
+  ASSERT_NE(in, nullptr);
+  std::vector<GstPad *> pads;
+  for (int i = 0; i < 3; i++) {
+    pads.push_back(gst_element_request_pad_simple(in, "sink_%u"));
+    ASSERT_NE(pads.back(), nullptr);
+    EXPECT_EQ(PadName(pads.back()), "sink_" + std::to_string(i));
+  }
+  gst_element_release_request_pad(in, pads[1]);
+  gst_object_unref(pads[1]);
+  pads[1] = gst_element_request_pad_simple(in, "sink_%u");
+  ASSERT_NE(pads[1], nullptr);
+  EXPECT_EQ(PadName(pads[1]), "sink_1");
+  GstPad *p7 = gst_element_request_pad_simple(in, "sink_7");
+  ASSERT_NE(p7, nullptr);
+  EXPECT_EQ(PadName(p7), "sink_7");
+  pads.push_back(p7);
+  GstPad *next = gst_element_request_pad_simple(in, "sink_%u");
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(PadName(next), "sink_3");
+  pads.push_back(next);
+  EXPECT_EQ(gst_element_request_pad_simple(in, "src_%u"), nullptr);
+  for (GstPad *p : pads) {
+    gst_element_release_request_pad(in, p);
+    gst_object_unref(p);
+  }
+  gst_object_unref(in);
+}
+
+// ----------------------------------------------------------------- order ---
+
+TEST(GpuFaninOrder, LanesReturningOutOfOrderComeOutInInputOrder) {
+  for (bool crossed : {false, true}) {
+    SCOPED_TRACE(crossed ? "lanes crossed (src_i feeds sink_(n-1-i))"
+                         : "lanes straight");
+    FanRigOptions o = Hold(3);
+    o.crossed = crossed;
+    FanRig rig(o);
+    ASSERT_TRUE(rig.ok());
+    ASSERT_TRUE(rig.Play());
+    ASSERT_TRUE(rig.source().Start());
+    ASSERT_TRUE(PushRange(rig.source(), 0, 12));
+    ASSERT_TRUE(rig.source().PushEvent(Eos()));
+    ASSERT_TRUE(WaitAllHeldEos(rig));
+    for (guint i = 0; i < rig.lanes(); i++) {
+      for (const Entry& e : rig.branch(i).seen().Snapshot())
+        if (e.is_buffer) {
+          EXPECT_GE(e.n_metas, 1u) << "buffer " << e.index << " has no meta";
+        }
+    }
+    ReleaseFirstItemLast(rig);
+    ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+        << rig.out().log().Summary();
+    EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 12));
+    EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+  }
+}
+
+// Scenario 28 at pad level: the branches replace every buffer by a new one
+// without metas; lane FIFO order and PTS must still identify the items.
+TEST(GpuFaninOrder, BranchesThatDropTheMetaStillComeOutInOrder) {
+  FanRig rig(Hold(2));
+  ASSERT_TRUE(rig.ok());
+  for (guint i = 0; i < 2; i++) {
+    rig.branch(i).SetTransform([](GstBuffer *b) {
+      GstBuffer *fresh = CopyWithoutMetas(b);
+      gst_buffer_unref(b);
+      return fresh;
+    });
+  }
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 10));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(WaitAllHeldEos(rig));
+  for (guint i = 0; i < 2; i++)
+    for (const Entry& e : rig.branch(i).seen().Snapshot())
+      if (e.is_buffer) {
+        ASSERT_EQ(e.n_metas, 0u);
+      }
+  ReleaseFirstItemLast(rig);
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 10));
+}
+
+// Scenario 17.
+TEST(GpuFaninOrder, GapEventsAreOrderedLikeBuffers) {
+  FanRig rig(Hold(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  for (uint64_t i = 0; i < 8; i++) {
+    if (i % 2 == 0)
+      ASSERT_TRUE(PushRange(rig.source(), i, 1));
+    else
+      ASSERT_TRUE(
+          rig.source().PushEvent(gst_event_new_gap(i * kFrame, kFrame)));
+  }
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(WaitAllHeldEos(rig));
+  ReleaseFirstItemLast(rig);
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+  EXPECT_TRUE(IsSequence(rig.out().log().DataItemPtsIndices(), 0, 8))
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_GAP), 4u);
+}
+
+// --------------------------------------------------------- EOS (15, 16) ---
+
+TEST(GpuFaninEos, EosOnlyAfterEveryPadHasEos) {
+  FanRig rig(Hold(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(WaitAllHeldEos(rig));
+  rig.branch(0).ReleaseAll();
+  rig.branch(1).ReleaseUntil(GST_EVENT_EOS);
+  ASSERT_TRUE(rig.out().log().WaitBuffers(4)) << rig.out().log().Summary();
+  std::this_thread::sleep_for(kSettle);
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 0u)
+      << "EOS while sink_1 is not EOS";
+
+  // A buffer on a pad after its EOS returns EOS.
+  EXPECT_EQ(gst_pad_chain(rig.fanin_pad(0), MakeIndexedBuffer(99)),
+            GST_FLOW_EOS);
+
+  rig.branch(1).ReleaseAll();
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS));
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 4));
+}
+
+TEST(GpuFaninEos, FlushClearsEos) {
+  FanRig rig(Passthrough(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS));
+
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_flush_start()));
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_flush_stop(TRUE)));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_FLUSH_STOP))
+      << rig.out().log().Summary();
+  ASSERT_TRUE(rig.source().PushSegment());
+  ASSERT_TRUE(PushRange(rig.source(), 4, 4));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS, 2))
+      << rig.out().log().Summary();
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 8));
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_FLUSH_START), 1u);
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_FLUSH_STOP), 1u);
+}
+
+TEST(GpuFaninEos, ReleasingTheLastNonEosPadEmitsEos) {
+  FanRig rig(Hold(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(WaitAllHeldEos(rig));
+  rig.branch(0).ReleaseAll();
+  rig.branch(1).ReleaseUntil(GST_EVENT_EOS);
+  ASSERT_TRUE(rig.out().log().WaitBuffers(4)) << rig.out().log().Summary();
+  std::this_thread::sleep_for(kSettle);
+  ASSERT_EQ(rig.out().log().Events(GST_EVENT_EOS), 0u);
+
+  rig.ReleaseFaninPad(1);
+  EXPECT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << "no EOS after releasing the only pad without EOS: "
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+}
+
+// Scenario 16, looped.
+TEST(GpuFaninEos, TwoLanesEosAtTheSameMomentGiveExactlyOneEos) {
+  for (int iteration = 0; iteration < 500; iteration++) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    FanRig rig(Hold(2));
+    ASSERT_TRUE(rig.ok());
+    ASSERT_TRUE(rig.Play());
+    ASSERT_TRUE(rig.source().Start());
+    ASSERT_TRUE(PushRange(rig.source(), 0, 2));
+    ASSERT_TRUE(rig.source().PushEvent(Eos()));
+    ASSERT_TRUE(WaitAllHeldEos(rig));
+    rig.branch(0).ReleaseUntil(GST_EVENT_EOS);
+    rig.branch(1).ReleaseUntil(GST_EVENT_EOS);
+    ASSERT_TRUE(rig.out().log().WaitBuffers(2));
+
+    std::atomic<int> ready{0};
+    auto release = [&](guint lane) {
+      ready++;
+      while (ready.load() < 2)
+        std::this_thread::yield();
+      rig.branch(lane).ReleaseAll();
+    };
+    std::thread a(release, 0), b(release, 1);
+    a.join();
+    b.join();
+    ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+        << rig.out().log().Summary();
+    ASSERT_TRUE(rig.Stop());
+    ASSERT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u)
+        << rig.out().log().Summary();
+    ASSERT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 2));
+  }
+}
+
+// ----------------------------------------------------------- flush (19) ---
+
+TEST(GpuFaninFlush, OneFlushStartAtOnceAndFlushStopAfterEveryLane) {
+  FanRigOptions o = Passthrough(2);
+  o.capture_flush = true;
+  FanRig rig(o);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));
+  ASSERT_TRUE(rig.out().log().WaitBuffers(4));
+
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_flush_start()));
+  for (guint i = 0; i < 2; i++)
+    ASSERT_TRUE(rig.branch(i).WaitCapturedFlush(GST_EVENT_FLUSH_START))
+        << "lane " << i;
+  ASSERT_TRUE(rig.branch(0).ForwardCapturedFlush(GST_EVENT_FLUSH_START));
+  EXPECT_TRUE(rig.out().log().WaitEvents(GST_EVENT_FLUSH_START))
+      << "FLUSH_START must go downstream at once, on the first pad that gets "
+         "it";
+  ASSERT_TRUE(rig.branch(1).ForwardCapturedFlush(GST_EVENT_FLUSH_START));
+  std::this_thread::sleep_for(kSettle);
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_FLUSH_START), 1u);
+
+  for (guint i = 0; i < 2; i++) {
+    EXPECT_EQ(gst_pad_chain(rig.fanin_pad(i), MakeIndexedBuffer(50 + i)),
+              GST_FLOW_FLUSHING)
+        << "push on flushing sink pad " << i;
+  }
+
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_flush_stop(TRUE)));
+  for (guint i = 0; i < 2; i++)
+    ASSERT_TRUE(rig.branch(i).WaitCapturedFlush(GST_EVENT_FLUSH_STOP))
+        << "lane " << i;
+  ASSERT_TRUE(rig.branch(0).ForwardCapturedFlush(GST_EVENT_FLUSH_STOP));
+  std::this_thread::sleep_for(kSettle);
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_FLUSH_STOP), 0u)
+      << "FLUSH_STOP went out before every lane was flushed";
+  ASSERT_TRUE(rig.branch(1).ForwardCapturedFlush(GST_EVENT_FLUSH_STOP));
+  EXPECT_TRUE(rig.out().log().WaitEvents(GST_EVENT_FLUSH_STOP));
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_FLUSH_STOP), 1u);
+
+  ASSERT_TRUE(rig.source().PushSegment());
+  ASSERT_TRUE(PushRange(rig.source(), 4, 4));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 8));
+}
+
+// -------------------------------------------------- pads go away (24) ---
+
+// The application unlinks a branch from the fan-in, then releases the pad,
+// while output runs: the branch's lane becomes NOT_LINKED, the other lanes
+// carry on, the output stays ordered and ends with EOS.
+TEST(GpuFaninPads, UnlinkingAndReleasingAPadWhileOutputRunsKeepsTheRestGoing) {
+  FanRigOptions o = Passthrough(3);
+  o.stall_timeout = GST_SECOND;
+  FanRig rig(o);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  rig.source().PushIndicesAsync(0, 300, true);
+  ASSERT_TRUE(rig.out().log().WaitBuffers(50));
+  ASSERT_TRUE(gst_pad_unlink(rig.branch(2).src(), rig.fanin_pad(2)));
+  rig.ReleaseFaninPad(2);
+  EXPECT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS, 1, kLongWait))
+      << "no EOS after releasing sink of lane 2 mid-stream: "
+      << rig.out().log().Summary();
+  ASSERT_TRUE(rig.source().WaitAsyncResults(300));
+  for (GstFlowReturn r : rig.source().AsyncResults())
+    EXPECT_EQ(r, GST_FLOW_OK) << "NOT_LINKED only when every lane is unlinked";
+  std::vector<int64_t> out = rig.out().log().BufferIndices();
+  EXPECT_TRUE(IsStrictlyIncreasing(out));
+  EXPECT_GE(out.size(), 150u) << "lanes 0 and 1 deliver at least their share";
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+}
+
+// The same without unlinking first: while sink_2 deactivates, lane 2's
+// branch gets FLUSHING, which the fan-out passes upstream (documented
+// combining, as tee does), so the stream may stop; never an error, and the
+// output stays ordered and ends.
+TEST(GpuFaninPads, ReleasingALinkedPadWhileOutputRunsKeepsOrderAndEnds) {
+  FanRigOptions o = Passthrough(3);
+  o.stall_timeout = GST_SECOND;
+  FanRig rig(o);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  rig.source().PushIndicesAsync(0, 300, true);
+  ASSERT_TRUE(rig.out().log().WaitBuffers(50));
+  rig.ReleaseFaninPad(2);
+  EXPECT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS, 1, kLongWait))
+      << "no EOS after releasing sink of lane 2 mid-stream: "
+      << rig.out().log().Summary();
+  ASSERT_TRUE(rig.source().WaitAsyncResults(300));
+  for (GstFlowReturn r : rig.source().AsyncResults())
+    EXPECT_TRUE(r == GST_FLOW_OK || r == GST_FLOW_FLUSHING ||
+                r == GST_FLOW_NOT_LINKED)
+        << gst_flow_get_name(r);
+  EXPECT_TRUE(IsStrictlyIncreasing(rig.out().log().BufferIndices()));
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+}
+
+TEST(GpuFaninPads, ReleasingAPadDuringAFlushKeepsOrderAndEnds) {
+  FanRigOptions o = Passthrough(3);
+  o.stall_timeout = GST_SECOND;
+  FanRig rig(o);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 21));
+  ASSERT_TRUE(rig.out().log().WaitBuffers(21));
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_flush_start()));
+  rig.ReleaseFaninPad(1);
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_flush_stop(TRUE)));
+  ASSERT_TRUE(rig.source().PushSegment());
+  rig.source().PushIndicesAsync(100, 60, true);
+  EXPECT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS, 1, kLongWait))
+      << rig.out().log().Summary();
+  ASSERT_TRUE(rig.source().WaitAsyncResults(60));
+  std::vector<int64_t> out = rig.out().log().BufferIndices();
+  EXPECT_TRUE(IsStrictlyIncreasing(out));
+  const size_t after_flush =
+      std::count_if(out.begin(), out.end(), [](int64_t i) { return i >= 100; });
+  EXPECT_GE(after_flush, 30u) << "two live lanes deliver at least their share";
+}
+
+// ------------------------------------------------------- events (26) ---
+
+TEST(GpuFaninEvents, CapsChangeReachesEveryLaneAndGoesOutOncePerChange) {
+  const char *caps_b =
+      "video/x-raw,format=GRAY8,width=8,height=8,framerate=1000/1";
+  FanRig rig(Passthrough(3));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start(kTestCaps));
+  ASSERT_TRUE(PushRange(rig.source(), 0, 10));
+  GstCaps *b = gst_caps_from_string(caps_b);
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_caps(b)));
+  ASSERT_TRUE(PushRange(rig.source(), 10, 10));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+
+  GstCaps *a = gst_caps_from_string(kTestCaps);
+  auto caps_of = [](const Entry& e) {
+    GstCaps *c;
+    gst_event_parse_caps(e.event, &c);
+    return c;
+  };
+  for (guint i = 0; i < 3; i++) {
+    std::vector<Entry> seen = rig.branch(i).seen().Snapshot();
+    std::vector<GstCaps *> caps;
+    bool b_before_new_buffers = true;
+    for (const Entry& e : seen) {
+      if (e.type() == GST_EVENT_CAPS)
+        caps.push_back(caps_of(e));
+      if (e.is_buffer && e.index >= 10)
+        b_before_new_buffers &=
+            !caps.empty() && gst_caps_is_equal(caps.back(), b);
+    }
+    ASSERT_EQ(caps.size(), 2u)
+        << "lane " << i << ": " << rig.branch(i).seen().Summary();
+    EXPECT_TRUE(gst_caps_is_equal(caps[0], a)) << "lane " << i;
+    EXPECT_TRUE(gst_caps_is_equal(caps[1], b)) << "lane " << i;
+    EXPECT_TRUE(b_before_new_buffers) << "lane " << i;
+  }
+
+  std::vector<Entry> out = rig.out().log().Snapshot();
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_CAPS), 2u)
+      << "one CAPS per change, not per lane switch: "
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_SEGMENT), 1u)
+      << rig.out().log().Summary();
+  GstCaps *current = nullptr;
+  for (const Entry& e : out) {
+    if (e.type() == GST_EVENT_CAPS)
+      current = caps_of(e);
+    if (e.is_buffer) {
+      ASSERT_NE(current, nullptr) << "buffer " << e.index << " before any caps";
+      EXPECT_TRUE(gst_caps_is_equal(current, e.index < 10 ? a : b))
+          << "buffer " << e.index << " goes out under the wrong caps";
+    }
+  }
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 20));
+  gst_caps_unref(a);
+  gst_caps_unref(b);
+}
+
+TEST(GpuFaninEvents, SerializedEventKeepsItsPlaceAndGoesOutOnce) {
+  FanRig rig(Hold(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 5));
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_custom(
+      GST_EVENT_CUSTOM_DOWNSTREAM, gst_structure_new_empty("test-marker"))));
+  ASSERT_TRUE(PushRange(rig.source(), 5, 5));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(WaitAllHeldEos(rig));
+  ReleaseFirstItemLast(rig);
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_CUSTOM_DOWNSTREAM), 1u)
+      << rig.out().log().Summary();
+  std::vector<Entry> out = rig.out().log().Snapshot();
+  bool marker_seen = false;
+  for (const Entry& e : out) {
+    if (e.type() == GST_EVENT_CUSTOM_DOWNSTREAM)
+      marker_seen = true;
+    if (e.is_buffer) {
+      EXPECT_EQ(marker_seen, e.index >= 5)
+          << "marker misplaced: " << rig.out().log().Summary();
+    }
+  }
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 10));
+}
+
+TEST(GpuFaninEvents, OutputTaskPostsStreamStatus) {
+  FanRig rig(Passthrough(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 2));
+  ASSERT_TRUE(rig.out().log().WaitBuffers(2));
+  GstPad *src = gst_element_get_static_pad(rig.fanin(), "src");
+  GstMessage *m = rig.bus().WaitFor([src](GstMessage *m) {
+    if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_STREAM_STATUS)
+      return false;
+    GstStreamStatusType type;
+    GstElement *owner;
+    gst_message_parse_stream_status(m, &type, &owner);
+    return type == GST_STREAM_STATUS_TYPE_ENTER &&
+           GST_MESSAGE_SRC(m) == GST_OBJECT(src);
+  });
+  EXPECT_NE(m, nullptr)
+      << "no stream-status ENTER from the fan-in's src pad task";
+  gst_object_unref(src);
+}
+
+// -------------------------------------------------------- drops (21) ---
+
+TEST(GpuFaninDrops, DroppedFramesDoNotStallTheOutputAndAreCounted) {
+  FanRig rig(
+      Passthrough(2));  // stall-timeout 30 s: only proof by FIFO/EOS can help
+  ASSERT_TRUE(rig.ok());
+  auto dropped = std::make_shared<std::vector<int64_t>>();
+  auto mutex = std::make_shared<std::mutex>();
+  auto seen = std::make_shared<std::atomic<int>>(
+      0);  // shared: the branch copies its transform
+  rig.branch(1).SetTransform(
+      [dropped, mutex, seen](GstBuffer *b) -> GstBuffer * {
+        if ((*seen)++ % 2 == 0) {
+          std::lock_guard<std::mutex> lock(*mutex);
+          dropped->push_back(DataIndex(b));
+          gst_buffer_unref(b);
+          return nullptr;
+        }
+        return b;
+      });
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 20))
+      << "out: " << rig.out().log().Summary()
+      << "\nlane 0: " << rig.branch(0).seen().Summary()
+      << "\nlane 1: " << rig.branch(1).seen().Summary();
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << "stalled on a dropped frame: " << rig.out().log().Summary();
+
+  std::vector<int64_t> out = rig.out().log().BufferIndices();
+  std::set<int64_t> expected;
+  for (int64_t i = 0; i < 20; i++)
+    expected.insert(i);
+  {
+    std::lock_guard<std::mutex> lock(*mutex);
+    ASSERT_FALSE(dropped->empty());
+    for (int64_t d : *dropped)
+      expected.erase(d);
+  }
+  EXPECT_TRUE(IsStrictlyIncreasing(out));
+  EXPECT_EQ(std::vector<int64_t>(expected.begin(), expected.end()), out);
+
+  GstStructure *s = GetStats(rig.fanin());
+  ASSERT_TRUE(HasStatsShape(s, 2));
+  const GstStructure *lane1 = StatsLaneById(s, 1);
+  ASSERT_NE(lane1, nullptr);
+  EXPECT_EQ(StatsU64(lane1, "dropped"), dropped->size());
+  EXPECT_EQ(StatsU64(lane1, "timed-out"), 0u);
+  EXPECT_EQ(SumLanesU64(s, "completed"), out.size());
+  gst_structure_free(s);
+}
+
+// Scenario 22: a lane that stops answering costs a bounded wait; the output
+// continues past its items, which count as timed out, and as late when they
+// come back after all.
+TEST(GpuFaninStall, AStalledLaneIsSkippedAfterTheStallTimeout) {
+  FanRigOptions o = Hold(2);
+  o.stall_timeout = 50 * GST_MSECOND;
+  FanRig rig(o);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 6));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(WaitAllHeldEos(rig));
+  const guint stalled = 1 - LaneOfFirstItem(rig);
+  const guint live = 1 - stalled;
+  std::vector<int64_t> expected;
+  for (const Entry& e : rig.branch(live).seen().Snapshot())
+    if (e.is_buffer)
+      expected.push_back(e.index);
+  rig.branch(live).ReleaseAll();
+  ASSERT_TRUE(rig.out().log().WaitBuffers(expected.size()))
+      << "the output did not move past the stalled lane: "
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().BufferIndices(), expected);
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 0u)
+      << "EOS while a lane has none";
+  // The last stalled item's slot is given up after the output passed the
+  // live lane's last item: wait for that (polling the stats, bounded).
+  const guint64 stalled_items = 6u - expected.size();
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  guint64 timed_out = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    GstStructure *s = GetStats(rig.fanin());
+    const GstStructure *lane = s ? StatsLaneById(s, stalled) : nullptr;
+    guint64 v = 0;
+    if (lane && gst_structure_get_uint64(lane, "timed-out", &v))
+      timed_out = v;
+    if (s)
+      gst_structure_free(s);
+    if (timed_out >= stalled_items)
+      break;
+    std::this_thread::sleep_for(Duration(5));
+  }
+  ASSERT_EQ(timed_out, stalled_items)
+      << "the stalled lane's items were not all given up";
+
+  rig.branch(stalled)
+      .ReleaseAll();  // they come back after their slots were given up
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().BufferIndices(), expected)
+      << "late items must not go out";
+
+  GstStructure *s = GetStats(rig.fanin());
+  ASSERT_TRUE(HasStatsShape(s, 2));
+  const GstStructure *lane = StatsLaneById(s, stalled);
+  ASSERT_NE(lane, nullptr);
+  EXPECT_EQ(StatsU64(lane, "timed-out"), stalled_items);
+  EXPECT_EQ(StatsU64(lane, "late"), stalled_items);
+  gst_structure_free(s);
+}
+
+// ------------------------------------------------------------------ stats ---
+
+TEST(GpuFaninStats, PairedFaninReportsTheFanoutStatsAndPostsThemAtEos) {
+  FanRig rig(Passthrough(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 10));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS));
+
+  GstStructure *s = GetStats(rig.fanin());
+  ASSERT_TRUE(HasStatsShape(s, 2));
+  EXPECT_EQ(StatsU64(s, "dispatched"), 10u);
+  EXPECT_EQ(StatsU64(s, "released"), 10u);
+  EXPECT_EQ(SumLanesU64(s, "completed"), 10u);
+  EXPECT_EQ(SumLanesU64(s, "dropped"), 0u);
+  EXPECT_EQ(StatsU64(s, "unmatched"), 0u);
+  for (guint i = 0; i < StatsLaneCount(s); i++) {
+    gboolean claimed = FALSE;
+    gst_structure_get_boolean(StatsLane(s, i), "claimed", &claimed);
+    EXPECT_TRUE(claimed) << "the fan-in waits for lane " << i;
+  }
+  gst_structure_free(s);
+
+  auto stats_from = [](GstElement *e) {
+    return [e](GstMessage *m) {
+      return BusLog::IsElementMessage(m, "gpufan-stats") &&
+             GST_MESSAGE_SRC(m) == GST_OBJECT(e);
+    };
+  };
+  GstMessage *m = rig.bus().WaitFor(stats_from(rig.fanin()));
+  ASSERT_NE(m, nullptr)
+      << "no gpufan-stats element message from the fan-in at EOS";
+  EXPECT_TRUE(HasStatsShape(gst_message_get_structure(m), 2));
+  EXPECT_EQ(StatsU64(gst_message_get_structure(m), "released"), 10u);
+  EXPECT_EQ(rig.bus().Count(stats_from(rig.fanin())), 1u);
+  EXPECT_EQ(rig.bus().Count(stats_from(rig.fanout())), 0u)
+      << "with a fan-in paired, only the fan-in posts the statistics";
+}
+
+// ----------------------------------------------------------------- errors ---
+
+TEST(GpuFaninErrors, DataNotFromAFanoutPostsAnErrorAndDoesNotHang) {
+  PipelineRig rig;
+  GstElement *in = rig.AddElement("gpufanin", "fanin");
+  ASSERT_NE(in, nullptr);
+  auto source = std::make_unique<Source>();
+  auto out = std::make_unique<PadCollector>("out");
+  GstPad *sink = gst_element_request_pad_simple(in, "sink_%u");
+  ASSERT_NE(sink, nullptr);
+  GstPad *src = gst_element_get_static_pad(in, "src");
+  EXPECT_TRUE(source->LinkTo(sink));
+  EXPECT_EQ(gst_pad_link(src, out->pad()), GST_PAD_LINK_OK);
+  gst_object_unref(src);
+  EXPECT_TRUE(rig.Play());
+  EXPECT_TRUE(source->Start());
+  std::optional<GstFlowReturn> r = source->PushIndex(0);
+  EXPECT_TRUE(r.has_value()) << "the push hung";
+  GstMessage *m = rig.bus().WaitFor([in](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR &&
+           GST_MESSAGE_SRC(m) == GST_OBJECT(in);
+  });
+  EXPECT_NE(m, nullptr)
+      << "no ERROR from a fan-in fed by something that is not a gpufanout";
+  EXPECT_TRUE(rig.Stop());
+  source.reset();
+  out.reset();
+  gst_element_release_request_pad(in, sink);
+  gst_object_unref(sink);
+}
+
+TEST(GpuFaninErrors, LanesWithDifferentCapsForTheSameInputPostAnError) {
+  FanRig rig(Passthrough(2));
+  ASSERT_TRUE(rig.ok());
+  rig.branch(1).SetCapsOverride(
+      "video/x-raw,format=GRAY8,width=2,height=2,framerate=1000/1");
+  ASSERT_TRUE(rig.Play());
+  rig.source().Start();
+  for (uint64_t i = 0; i < 6; i++)
+    ASSERT_TRUE(rig.source().PushIndex(i).has_value());
+  GstMessage *m = rig.bus().WaitFor([&](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR &&
+           GST_MESSAGE_SRC(m) == GST_OBJECT(rig.fanin());
+  });
+  EXPECT_NE(m, nullptr)
+      << "no ERROR from the fan-in for lanes with different caps; bus: "
+      << rig.bus().ErrorsText();
+}
+
+// -------------------------------------------------------- generic states ---
+
+TEST(GpuFaninStates, StateCyclesWithAndWithoutPads) {
+  CycleStatesWithAndWithoutPads("gpufanin", "sink_%u");
+}
