@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Build gst-gpufan and run everything that checks it:
+#   1. scripts/setup.sh (packages, meson, ninja into build/)
+#   2. the static checker (cppcheck on lib/, gst/, examples/): one case,
+#      static-analysis
+#   3. meson test (GoogleTest suites for lib/ and the elements)
+#   4. a summary in test cases (scripts/summarize-tests.py); its last line is
+#      "N passed, N failed" (", N skipped" when something was skipped).
+# Exit status: non-zero when any case failed (or the build failed).
+#
+# Arguments are passed to `meson test` (e.g. --suite lib, a test name,
+# --repeat 10, --timeout-multiplier 3).
+#
+# Environment:
+#   BUILD_DIR             build directory (default: build)
+#   GPUFAN_TEST_PROCESSES parallel test processes (default: 2)
+#   GPUFAN_SKIP_CPPCHECK=1  skip the static checker (counted as skipped)
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+build_dir=${BUILD_DIR:-build}
+export BUILD_DIR=$build_dir
+results_dir=$build_dir/tests/results
+testlog=$build_dir/meson-logs/testlog.json
+
+extra_cases=()
+
+say() { printf '\n=== %s\n' "$*"; }
+
+# 1. Build. A build failure is reported as a failed case, so the summary and
+# its last line still come out.
+say "setup and build"
+build_ok=1
+if ! bash scripts/setup.sh; then
+  build_ok=0
+  extra_cases+=(--case "build=failed")
+fi
+
+# 2. Static analysis of lib/, gst/ and examples/. cppcheck sees the sources
+# as written (no GStreamer or system headers: missingIncludeSystem), with
+# glib's and POSIX's knowledge.
+say "static analysis (cppcheck)"
+if [[ ${GPUFAN_SKIP_CPPCHECK:-0} == 1 ]]; then
+  echo "skipped (GPUFAN_SKIP_CPPCHECK=1)"
+  extra_cases+=(--case "static-analysis=skipped")
+else
+  mapfile -t sources < <(find lib gst examples -name '*.cpp' 2>/dev/null | sort)
+  suppressions=()
+  [[ -f .cppcheck-suppressions ]] &&
+    suppressions=(--suppressions-list=.cppcheck-suppressions)
+  if ((${#sources[@]} == 0)); then
+    echo "no sources yet"
+    extra_cases+=(--case "static-analysis=passed")
+  elif cppcheck --quiet --error-exitcode=1 \
+      --std=c++17 --language=c++ --library=gtk --library=posix \
+      --enable=warning,performance,portability \
+      --inline-suppr --suppress=missingIncludeSystem \
+      "${suppressions[@]}" \
+      --template='{file}:{line}:{column}: {severity}: {message} [{id}]' \
+      -I lib -I gst -j "$(nproc)" "${sources[@]}"; then
+    echo "clean (${#sources[@]} files)"
+    extra_cases+=(--case "static-analysis=passed")
+  else
+    echo "cppcheck found problems (see above)"
+    extra_cases+=(--case "static-analysis=failed")
+  fi
+fi
+
+# 3. Tests. Stale reports from an earlier run must not count.
+mkdir -p "$results_dir"
+rm -f "$results_dir"/*.xml "$testlog"
+if ((build_ok)); then
+  say "meson test"
+  meson test -C "$build_dir" --print-errorlogs \
+    --num-processes "${GPUFAN_TEST_PROCESSES:-2}" "$@"
+  # Its exit status is not needed: every test it ran is in testlog.json, and
+  # a missing testlog.json (meson failed before running anything) counts as
+  # a failed case in the summary.
+fi
+
+# 4. Summary.
+say "summary"
+summary_args=(--results "$results_dir" --testlog "$testlog")
+((build_ok)) || summary_args+=(--no-testlog-ok)
+# Nothing may be printed after this: its last line is the verdict.
+python3 scripts/summarize-tests.py "${summary_args[@]}" "${extra_cases[@]}"
