@@ -458,13 +458,25 @@ void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {
 
 void Session::LaneEnded(uint32_t lane) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane))
+    DropAllOutstandingUnlocked(*l);
+}
+
+void Session::UnclaimLane(uint32_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
-  if (!l)
+  if (!l || !l->claimed)
     return;
-  for (const Outstanding& item : l->outstanding)
-    DropOutstandingUnlocked(*l, item, false);
-  l->outstanding.clear();
-  l->queued = 0;
+  l->claimed = false;
+  // Nothing of it can reach a fan-in any more.
+  DropAllOutstandingUnlocked(*l);
+}
+
+void Session::DropAllOutstandingUnlocked(Lane& lane) {
+  for (const Outstanding& item : lane.outstanding)
+    DropOutstandingUnlocked(lane, item, false);
+  lane.outstanding.clear();
+  lane.queued = 0;
   NotifyAllUnlocked();
 }
 

@@ -122,6 +122,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // A fan-in waits for the lane's items from now on.
   void ClaimLane(uint32_t lane);
   bool IsLaneClaimed(uint32_t lane) const;
+  // The fan-in let go of the lane (its pad was released, or the pipeline
+  // stopped): its outstanding items count as dropped and later ones are not
+  // awaited until the lane is claimed again.
+  void UnclaimLane(uint32_t lane);
 
   // --- fan-out side ---
   // Waits (flush-aware) until the in-flight limit and a lane's queue allow one
@@ -204,6 +208,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Lane* FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
   void DropOutstandingUnlocked(Lane& lane, const Outstanding& item, bool failed);
+  void DropAllOutstandingUnlocked(Lane& lane);
   void ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
 

@@ -628,6 +628,31 @@ TEST_F(SessionTest, LaneEndedDropsItsOutstandingItems) {
   EXPECT_EQ(a.seq + c.seq, 2u);
 }
 
+TEST_F(SessionTest, UnclaimedLaneIsNoLongerAwaited) {
+  Make(RoundRobin());
+  Send(0);  // seq 0, awaited, never comes back
+  const Dispatch b = Send(1);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->UnclaimLane(0);  // its fan-in pad was released
+  EXPECT_FALSE(session_->IsLaneClaimed(0));
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1"}));
+  // Later items on the lane complete when their push returns; the window
+  // does not wait for them.
+  const Dispatch c = Send(0);
+  EXPECT_FALSE(c.awaited);
+  session_->OnPushed(0, c.seq, PushOutcome::kDelivered);
+  const Dispatch d = Send(1);
+  session_->Arrive(1, d.seq, kNoTime, P("d"));
+  EXPECT_EQ(Take(), (Strings{"d@3"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).dropped, 1u);
+  EXPECT_EQ(Lane(s, 0).completed, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+  // Claimed again, the lane is awaited again.
+  session_->ClaimLane(0);
+  EXPECT_TRUE(Send(0).awaited);
+}
+
 TEST_F(SessionTest, LearnsServiceTimesAndFps) {
   Make(RoundRobin());
   for (int i = 0; i < 10; ++i) {
