@@ -19,8 +19,8 @@
  *
  * ## Example launch line
  * |[
- * gst-launch-1.0 -m videotestsrc num-buffers=3000 !
- * video/x-raw,width=320,height=240 ! \
+ * gst-launch-1.0 -m videotestsrc num-buffers=3000 ! \
+ *   video/x-raw,width=320,height=240 ! \
  *   gpufanout name=f policy=adaptive  gpufanin name=m ! fakesink \
  *   f.src_0 ! identity sleep-time=2000 ! m.sink_0 \
  *   f.src_1 ! identity sleep-time=4000 ! m.sink_1 \
@@ -112,6 +112,9 @@ struct GstGpuFanInPrivate {
   std::deque<guint32> forwarded_seqnums; /* events sent once */
   std::atomic<guint64> stall_timeout{ DEFAULT_STALL_TIMEOUT };
   std::atomic<GstFlowReturn> src_ret{ GST_FLOW_OK };
+  guint32 eos_seqnum = GST_SEQNUM_INVALID; /* of the last EOS that came in */
+  /* downstream asked to renegotiate: lanes may change caps one by one */
+  std::atomic<bool> reconfigure_requested{ false };
 
   /* Output state: what downstream has seen last. */
   GstEvent * out_stream_start = nullptr;
@@ -120,6 +123,11 @@ struct GstGpuFanInPrivate {
   bool out_has_caps_epoch = false;
   GstSegment out_segment;
   bool out_segment_valid = false;
+  /* While downstream renegotiates, items of the epoch current then may come
+   * with either caps: not an error. Ends with the first item of a newer
+   * epoch. */
+  bool renegotiating = false;
+  guint32 renegotiating_epoch = 0;
 
   ~GstGpuFanInPrivate ()
   {
@@ -248,10 +256,46 @@ not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
 }
 
 /* A buffer or a GAP event came out of a lane: into the reorder window. */
+/* What identifies an item: the sequence number our fan-out gave it (from our
+ * session's meta, or a GAP event's fields) and its caps epoch. */
+struct ItemId {
+  std::optional<guint64> seq;
+  guint32 caps_epoch = 0;
+  bool has_caps_epoch = false;
+  gint64 pts = gpufan::kNoTime;
+};
+
+static ItemId
+identify_item (GstMiniObject * obj, guint64 session_id)
+{
+  ItemId id;
+  if (GST_IS_BUFFER (obj)) {
+    GstBuffer * buffer = GST_BUFFER_CAST (obj);
+    if (GST_BUFFER_PTS_IS_VALID (buffer))
+      id.pts = (gint64)GST_BUFFER_PTS (buffer);
+    if (GstGpuFanMeta * meta
+        = gst_buffer_find_gpufan_meta (buffer, session_id)) {
+      id.seq = meta->seq;
+      id.caps_epoch = meta->caps_epoch;
+      id.has_caps_epoch = true;
+    }
+    return id;
+  }
+  GstEvent * event = GST_EVENT_CAST (obj);
+  GstClockTime ts;
+  gst_event_parse_gap (event, &ts, nullptr);
+  if (GST_CLOCK_TIME_IS_VALID (ts))
+    id.pts = (gint64)ts;
+  guint64 event_session = 0, seq = 0;
+  if (gst_gpufan_event_get_item (event, &event_session, &seq)
+      && event_session == session_id)
+    id.seq = seq;
+  return id;
+}
+
+/* A buffer or a GAP event came out of a lane: into the reorder window. */
 static GstFlowReturn
-handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
-    std::optional<guint64> seq, guint32 caps_epoch, bool has_caps_epoch,
-    gint64 pts)
+handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
 {
   GstGpuFanInPrivate * priv = self->priv;
 
@@ -277,7 +321,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
   {
     std::lock_guard<std::mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);
-    if (it == priv->pads.end ()) {
+    if (it == priv->pads.end () || !it->second.paired) {
       gst_mini_object_unref (obj);
       return GST_FLOW_FLUSHING;
     }
@@ -285,48 +329,27 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
     lane = it->second.lane;
     item = new_item_unlocked (it->second, obj);
   }
-  item->caps_epoch = caps_epoch;
-  item->has_caps_epoch = has_caps_epoch;
+  ItemId id = identify_item (obj, session->id ());
+  item->caps_epoch = id.caps_epoch;
+  item->has_caps_epoch = id.has_caps_epoch;
 
   gpufan::Arrival arrival
-      = session->Arrive (lane, seq, pts, gpufan::PayloadPtr (item));
+      = session->Arrive (lane, id.seq, id.pts, gpufan::PayloadPtr (item));
   if (arrival.status == gpufan::ArrivalStatus::kLate)
     GST_DEBUG_OBJECT (pad,
-        "item %" G_GUINT64_FORMAT " came after its slot "
-        "was given up: dropped",
+        "item %" G_GUINT64_FORMAT " came after its slot was given up: "
+        "dropped",
         arrival.seq);
 
-  GstFlowReturn ret = priv->src_ret.load ();
-  return ret == GST_FLOW_FLUSHING ? GST_FLOW_OK : ret;
+  /* downstream's result goes upstream, as queue does */
+  return priv->src_ret.load ();
 }
 
 static GstFlowReturn
 gst_gpufan_in_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
 {
-  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
-  std::optional<guint64> seq;
-  guint32 epoch = 0;
-  bool has_epoch = false;
-
-  /* the meta identifies the item unless the branch dropped it; it is checked
-   * against the session once the pad is paired (by session id) */
-  if (GstGpuFanMeta * meta = gst_buffer_get_gpufan_meta (buffer)) {
-    std::shared_ptr<gpufan::Session> session;
-    {
-      std::lock_guard<std::mutex> lk (self->priv->lock);
-      session = self->priv->session;
-    }
-    if (!session || meta->session_id == session->id ()) {
-      seq = meta->seq;
-      epoch = meta->caps_epoch;
-      has_epoch = true;
-    }
-  }
-  gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
-      ? (gint64)GST_BUFFER_PTS (buffer)
-      : gpufan::kNoTime;
-  return handle_item (self, pad, GST_MINI_OBJECT_CAST (buffer), seq, epoch,
-      has_epoch, pts);
+  return handle_item (GST_GPUFAN_IN (parent), pad,
+      GST_MINI_OBJECT_CAST (buffer));
 }
 
 /* Remembers @seqnum; TRUE if it was already forwarded (another lane's copy). */
@@ -415,6 +438,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         auto it = priv->pads.find (pad);
         if (it != priv->pads.end ()) {
           it->second.eos = true;
+          priv->eos_seqnum = gst_event_get_seqnum (event);
           if (it->second.paired) {
             session = it->second.session;
             lane = it->second.lane;
@@ -451,19 +475,10 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       gst_event_unref (event);
       return TRUE;
     }
-    case GST_EVENT_GAP: {
+    case GST_EVENT_GAP:
       /* a GAP stands for data: it takes its place in the order */
-      guint64 session_id = 0, seq_value = 0;
-      std::optional<guint64> seq;
-      if (gst_gpufan_event_get_item (event, &session_id, &seq_value))
-        seq = seq_value;
-      GstClockTime ts;
-      gst_event_parse_gap (event, &ts, nullptr);
-      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
-      return handle_item (self, pad, GST_MINI_OBJECT_CAST (event), seq, 0,
-                 false, pts)
+      return handle_item (self, pad, GST_MINI_OBJECT_CAST (event))
           == GST_FLOW_OK;
-    }
     default:
       break;
   }
@@ -502,6 +517,12 @@ gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
   GstGpuFanIn * self = GST_GPUFAN_IN (parent);
 
   if (gst_gpufan_is_pair_query (query)) {
+    guint depth = gst_gpufan_pair_query_get_depth (query);
+    if (depth > 0) {
+      /* an outer fan-out's probe crossing our pair: on downstream */
+      gst_gpufan_pair_query_set_depth (query, depth - 1);
+      return gst_pad_peer_query (self->srcpad, query);
+    }
     /* a gpufanout probes its lane's branch */
     std::shared_ptr<gpufan::Session> session;
     guint lane = 0;
@@ -558,8 +579,15 @@ push_sticky_for_item (GstGpuFanIn * self, FanInItem * item)
     GstCaps * caps;
     gst_event_parse_caps (item->caps, &caps);
     if (!priv->out_caps || !gst_caps_is_equal (caps, priv->out_caps)) {
-      if (priv->out_caps && item->has_caps_epoch && priv->out_has_caps_epoch
-          && item->caps_epoch == priv->out_caps_epoch) {
+      if (priv->reconfigure_requested.exchange (false)) {
+        priv->renegotiating = true;
+        priv->renegotiating_epoch = priv->out_caps_epoch;
+      }
+      bool same_input = item->has_caps_epoch && priv->out_has_caps_epoch
+          && item->caps_epoch == priv->out_caps_epoch;
+      bool grace = priv->renegotiating
+          && item->caps_epoch <= priv->renegotiating_epoch;
+      if (priv->out_caps && same_input && !grace) {
         GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
             ("The lanes produce different caps for the same input"),
             ("lane %u gives %" GST_PTR_FORMAT
@@ -574,6 +602,8 @@ push_sticky_for_item (GstGpuFanIn * self, FanInItem * item)
     if (!item->is_attachment) {
       priv->out_caps_epoch = item->caps_epoch;
       priv->out_has_caps_epoch = item->has_caps_epoch;
+      if (priv->renegotiating && item->caps_epoch > priv->renegotiating_epoch)
+        priv->renegotiating = false;
     }
   }
 
@@ -591,17 +621,27 @@ push_sticky_for_item (GstGpuFanIn * self, FanInItem * item)
 }
 
 static GstFlowReturn
-push_item (GstGpuFanIn * self, FanInItem * item)
+push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
 {
   GstFlowReturn ret = push_sticky_for_item (self, item);
   if (ret != GST_FLOW_OK)
     return ret;
 
+  /* our identification stays inside the pair */
   GstMiniObject * obj = item->obj;
   item->obj = nullptr;
-  if (GST_IS_BUFFER (obj))
-    return gst_pad_push (self->srcpad, GST_BUFFER_CAST (obj));
-  gst_pad_push_event (self->srcpad, GST_EVENT_CAST (obj));
+  if (GST_IS_BUFFER (obj)) {
+    GstBuffer * buffer = GST_BUFFER_CAST (obj);
+    if (gst_buffer_find_gpufan_meta (buffer, session_id)) {
+      buffer = gst_buffer_make_writable (buffer);
+      gst_buffer_remove_gpufan_meta (buffer, session_id);
+    }
+    return gst_pad_push (self->srcpad, buffer);
+  }
+  GstEvent * event = GST_EVENT_CAST (obj);
+  if (GST_EVENT_TYPE (event) == GST_EVENT_GAP)
+    event = gst_gpufan_event_clear_item (event);
+  gst_pad_push_event (self->srcpad, event);
   return GST_FLOW_OK;
 }
 
@@ -637,7 +677,14 @@ finish_stream (GstGpuFanIn * self,
         gst_gpufan_stats_message_new (GST_OBJECT (self), session->Stats ()));
   }
   GST_DEBUG_OBJECT (self, "all lanes ended, pushing EOS");
-  gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+  GstEvent * eos = gst_event_new_eos ();
+  {
+    /* keep upstream's seqnum (it follows a seek's) */
+    std::lock_guard<std::mutex> lk (priv->lock);
+    if (priv->eos_seqnum != GST_SEQNUM_INVALID)
+      gst_event_set_seqnum (eos, priv->eos_seqnum);
+  }
+  gst_pad_push_event (self->srcpad, eos);
   {
     std::lock_guard<std::mutex> lk (priv->lock);
     priv->eos_sent = true;
@@ -682,6 +729,12 @@ gst_gpufan_in_src_loop (gpointer user_data)
       finish_stream (self, session);
       return;
     }
+    if (session->flushing ()) {
+      /* the fan-out is stopped or flushing: WaitOutput would not wait */
+      std::unique_lock<std::mutex> lk (priv->lock);
+      priv->cond.wait_for (lk, kIdleWaitSlice);
+      return;
+    }
     session->WaitOutput (batch.generation, kOutputWaitSliceNs);
     return;
   }
@@ -690,7 +743,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
     if (!released.payload)
       continue; /* dropped or given up: counted by the session */
     auto * item = static_cast<FanInItem *> (released.payload.get ());
-    GstFlowReturn ret = push_item (self, item);
+    GstFlowReturn ret = push_item (self, item, session->id ());
     if (ret == GST_FLOW_OK)
       continue;
 
@@ -790,15 +843,52 @@ query_latency (GstGpuFanIn * self, GstQuery * query)
 }
 
 static gboolean
+gst_gpufan_in_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  if (GST_EVENT_TYPE (event) == GST_EVENT_RECONFIGURE)
+    GST_GPUFAN_IN (parent)->priv->reconfigure_requested = true;
+  /* upstream events go up every branch; the fan-out forwards each once */
+  return gst_pad_event_default (pad, parent, event);
+}
+
+static gboolean
 gst_gpufan_in_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+
   if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY)
-    return query_latency (GST_GPUFAN_IN (parent), query);
+    return query_latency (self, query);
+  if (gst_gpufan_is_pair_query (query)) {
+    /* an outer fan-in asks upstream: cross our pair through one branch */
+    gst_gpufan_pair_query_set_depth (query,
+        gst_gpufan_pair_query_get_depth (query) + 1);
+    GstPad * sinkpad = nullptr;
+    {
+      std::lock_guard<std::mutex> lk (self->priv->lock);
+      if (!self->priv->pads.empty ())
+        sinkpad = GST_PAD (gst_object_ref (self->priv->pads.begin ()->first));
+    }
+    if (!sinkpad)
+      return FALSE;
+    gboolean res = gst_pad_peer_query (sinkpad, query);
+    gst_object_unref (sinkpad);
+    return res;
+  }
   return gst_pad_query_default (pad, parent, query);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Request pads */
+
+/* The latency is the lanes' (see query_latency): a live pipeline must
+ * query it again when they change. */
+static void
+lanes_changed (GstGpuFanIn * self)
+{
+  if (GST_STATE (self) == GST_STATE_PLAYING)
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_message_new_latency (GST_OBJECT (self)));
+}
 
 static GstPad *
 gst_gpufan_in_request_new_pad (GstElement * element, GstPadTemplate * templ,
@@ -864,6 +954,7 @@ gst_gpufan_in_request_new_pad (GstElement * element, GstPadTemplate * templ,
   if (GST_PAD_IS_ACTIVE (self->srcpad))
     gst_pad_set_active (pad, TRUE);
   gst_element_add_pad (element, pad);
+  lanes_changed (self);
   return pad;
 }
 
@@ -880,7 +971,7 @@ gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
     std::lock_guard<std::mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);
     if (it != priv->pads.end ()) {
-      if (it->second.paired && !it->second.eos) {
+      if (it->second.paired) {
         session = it->second.session;
         lane = it->second.lane;
       }
@@ -888,14 +979,15 @@ gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
       priv->pads.erase (it);
     }
   }
-  /* nothing more will come from this lane's branch */
+  /* nothing more of that lane can reach us */
   if (session)
-    session->LaneEnded (lane);
+    session->UnclaimLane (lane);
   {
     std::lock_guard<std::mutex> lk (priv->lock);
     wake_output_unlocked (self);
   }
   gst_element_remove_pad (element, pad);
+  lanes_changed (self);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -918,7 +1010,13 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
       kv.second.eos = false;
       kv.second.flushing = false;
       kv.second.ClearSticky ();
+      /* paired again at the next start: the fan-out may have changed */
+      kv.second.paired = false;
+      kv.second.session.reset ();
     }
+    priv->session.reset ();
+    priv->eos_seqnum = GST_SEQNUM_INVALID;
+    priv->renegotiating = false;
     gst_clear_event (&priv->out_stream_start);
     gst_clear_caps (&priv->out_caps);
     priv->out_has_caps_epoch = false;
@@ -1043,6 +1141,8 @@ gst_gpufan_in_init (GstGpuFanIn * self)
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
   gst_pad_set_activatemode_function (self->srcpad,
       GST_DEBUG_FUNCPTR (gst_gpufan_in_src_activate_mode));
+  gst_pad_set_event_function (self->srcpad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_src_event));
   gst_pad_set_query_function (self->srcpad,
       GST_DEBUG_FUNCPTR (gst_gpufan_in_src_query));
   GST_PAD_SET_PROXY_CAPS (self->srcpad);

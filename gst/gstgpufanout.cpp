@@ -17,9 +17,8 @@
  *
  * ## Example launch line
  * |[
- * gst-launch-1.0 -m videotestsrc num-buffers=300 ! gpufanout name=f
- * policy=adaptive \
- *     gpufanin name=m ! fakesink \
+ * gst-launch-1.0 -m videotestsrc num-buffers=300 ! \
+ *     gpufanout name=f policy=adaptive gpufanin name=m ! fakesink \
  *     f.src_0 ! identity sleep-time=2000 ! m.sink_0 \
  *     f.src_1 ! identity sleep-time=4000 ! m.sink_1
  * ]| Two lanes of different speed; output in input order, statistics on the
@@ -157,9 +156,13 @@ struct QueuedItem {
   }
   QueuedItem & operator= (QueuedItem && other) noexcept
   {
-    std::swap (obj, other.obj);
-    seq = other.seq;
-    kind = other.kind;
+    if (this != &other) {
+      if (obj)
+        gst_mini_object_unref (obj);
+      obj = other.Steal ();
+      seq = other.seq;
+      kind = other.kind;
+    }
     return *this;
   }
   QueuedItem (const QueuedItem &) = delete;
@@ -192,13 +195,15 @@ struct Lane {
   std::condition_variable cond;
   std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
   bool flushing = true;         /* inactive or flushing: accept nothing */
+  bool busy = false;            /* the worker is handling an item */
   bool eos_pushed = false;
-  bool error_posted = false;
 
   /* Last flow return of a push on this lane; sticky until relink/flush. */
   std::atomic<GstFlowReturn> last_ret{ GST_FLOW_OK };
   /* Ask the branch whether a gpufanin is at its end before the next item. */
   std::atomic<bool> needs_probe{ true };
+  /* Set by the link/unlink functions: an unlinked lane gets no items. */
+  std::atomic<bool> linked{ false };
 };
 
 using LanePtr = std::shared_ptr<Lane>;
@@ -221,6 +226,7 @@ struct GstGpuFanOutPrivate {
   std::atomic<guint32> caps_epoch{ 0 };
   std::atomic<gint64> last_stats_post_ns{ 0 };
   std::atomic<bool> stats_posted{ false };
+  std::atomic<bool> lane_error_posted{ false };
 
   /* Upstream events come once per lane (gpufanin forwards to all its sink
    * pads): forward each seqnum once. */
@@ -396,7 +402,7 @@ lane_enqueue (const LanePtr & lane, QueuedItem && item)
   if (lane->flushing)
     return FALSE;
   lane->queue.push_back (std::move (item));
-  lane->cond.notify_one ();
+  lane->cond.notify_all (); /* the worker, or a serialized query waiting */
   return TRUE;
 }
 
@@ -449,7 +455,7 @@ lane_update_eligibility (GstGpuFanOut * self, const LanePtr & lane)
     active = !lane->flushing;
   }
   self->priv->session->SetLaneEligible (lane->id,
-      active && lane->last_ret.load () == GST_FLOW_OK);
+      active && lane->linked.load () && lane->last_ret.load () == GST_FLOW_OK);
 }
 
 /* Records a lane's push result; a fatal one is reported once, naming the
@@ -463,13 +469,9 @@ lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
   if (!flow_is_fatal (ret))
     return;
 
-  bool post;
-  {
-    std::lock_guard<std::mutex> lk (lane->lock);
-    post = !lane->error_posted;
-    lane->error_posted = true;
-  }
-  if (post) {
+  /* Once per stream: an error downstream of gpufanin comes back up every
+   * lane, and only the first lane that saw it is worth naming. */
+  if (!self->priv->lane_error_posted.exchange (true)) {
     gpufan::SessionStats stats = self->priv->session->Stats ();
     std::string device = "?";
     for (const auto & l : stats.lanes)
@@ -603,11 +605,12 @@ outcome_of (GstFlowReturn ret)
   return gpufan::PushOutcome::kDropped;
 }
 
-/* The lane's streaming thread: one item per call. */
+/* The lane's streaming thread: one item per call. The task owns a reference
+ * to its lane (see start_lane_task), so a released lane outlives its task. */
 static void
 lane_loop (gpointer user_data)
 {
-  Lane * lane = static_cast<Lane *> (user_data);
+  const LanePtr & lane = *static_cast<LanePtr *> (user_data);
   GstGpuFanOut * self = lane->element;
   gpufan::Session & session = *self->priv->session;
   QueuedItem item;
@@ -624,17 +627,13 @@ lane_loop (gpointer user_data)
     }
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
+    lane->busy = true;
   }
-
-  LanePtr lane_ref = find_lane (self, lane->id);
-  if (!lane_ref)
-    return; /* released meanwhile */
 
   switch (item.kind) {
     case ItemKind::kEvent: {
       GstEvent * event = GST_EVENT_CAST (item.Steal ());
-      bool is_eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
-      if (is_eos) {
+      if (GST_EVENT_TYPE (event) == GST_EVENT_EOS) {
         /* before the push: the pipeline's EOS must not overtake the stats */
         {
           std::lock_guard<std::mutex> lk (lane->lock);
@@ -646,32 +645,78 @@ lane_loop (gpointer user_data)
       gst_pad_push_event (lane->pad, event);
       break;
     }
-    case ItemKind::kBuffer:
     case ItemKind::kScheduledEvent: {
       session.MarkStarted (lane->id, item.seq);
-      GstFlowReturn prev = lane->last_ret.load ();
-      if (flow_is_fatal (prev)) {
+      /* a GAP the branch refused is a dropped item, not a lane result */
+      bool ok = !flow_is_fatal (lane->last_ret.load ())
+          && gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()));
+      session.OnPushed (lane->id, item.seq,
+          ok ? gpufan::PushOutcome::kDelivered : gpufan::PushOutcome::kDropped);
+      break;
+    }
+    case ItemKind::kBuffer: {
+      session.MarkStarted (lane->id, item.seq);
+      if (flow_is_fatal (lane->last_ret.load ())) {
         /* never feed a failed branch; the item counts as failed */
         session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
         break;
       }
-      GstFlowReturn ret;
-      if (item.kind == ItemKind::kBuffer) {
-        ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
-      } else {
-        ret = gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()))
-            ? GST_FLOW_OK
-            : GST_FLOW_FLUSHING;
-      }
+      GstFlowReturn ret
+          = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
       session.OnPushed (lane->id, item.seq, outcome_of (ret));
+      if (ret == GST_FLOW_FLUSHING) {
+        /* our own flush, deactivation or release of this lane: not a result
+         * the branch gave */
+        std::lock_guard<std::mutex> lk (lane->lock);
+        if (lane->flushing)
+          ret = GST_FLOW_OK;
+      }
       if (ret != GST_FLOW_OK) {
         GST_DEBUG_OBJECT (lane->pad, "push returned %s",
             gst_flow_get_name (ret));
-        lane_set_result (self, lane_ref, ret);
+        lane_set_result (self, lane, ret);
       }
       break;
     }
   }
+
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    lane->busy = false;
+    lane->cond.notify_all ();
+  }
+}
+
+/* Starts (or resumes) the lane's task. A new task gets its own reference to
+ * the lane; a paused task is resumed with the reference it has (GStreamer
+ * ignores the data of a restart). Call with lane->lock held. */
+static gboolean
+start_lane_task_unlocked (const LanePtr & lane)
+{
+  GST_OBJECT_LOCK (lane->pad);
+  bool has_task = GST_PAD_TASK (lane->pad) != nullptr;
+  GST_OBJECT_UNLOCK (lane->pad);
+  if (has_task)
+    return gst_pad_start_task (lane->pad, lane_loop, nullptr, nullptr);
+  return gst_pad_start_task (lane->pad, lane_loop, new LanePtr (lane),
+      [] (gpointer data) { delete static_cast<LanePtr *> (data); });
+}
+
+/* Restarts the lane after a flush unless its pad is not active (any more).
+ * Under the lane lock, so that it cannot race with deactivation, which sets
+ * flushing under the same lock before it stops the task. */
+static void
+restart_lane (GstGpuFanOut * self, const LanePtr & lane)
+{
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (GST_PAD_MODE (lane->pad) != GST_PAD_MODE_PUSH)
+      return;
+    lane->flushing = false;
+    if (!start_lane_task_unlocked (lane))
+      return;
+  }
+  lane_update_eligibility (self, lane);
 }
 
 static void
@@ -703,16 +748,18 @@ gst_gpufan_out_src_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
     return !active;
 
   if (active) {
-    {
-      std::lock_guard<std::mutex> lk (lane->lock);
-      lane->flushing = false;
-    }
     /* A lane added while streaming gets the current sticky events before it
      * can be picked for its first buffer. (The pad is already out of flushing
      * here, so storing works.) */
     copy_sticky_events (self, pad);
+    gboolean started;
+    {
+      std::lock_guard<std::mutex> lk (lane->lock);
+      lane->flushing = false;
+      started = start_lane_task_unlocked (lane);
+    }
     lane_update_eligibility (self, lane);
-    return gst_pad_start_task (pad, lane_loop, lane.get (), nullptr);
+    return started;
   }
 
   lane_set_flushing (lane, true);
@@ -728,6 +775,7 @@ gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad *)
     GstFlowReturn expected = GST_FLOW_NOT_LINKED;
     lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
     lane->needs_probe = true;
+    lane->linked = true;
     lane_update_eligibility (self, lane);
   }
   return GST_PAD_LINK_OK;
@@ -737,8 +785,11 @@ static void
 gst_gpufan_out_src_unlink (GstPad * pad, GstObject *)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
-  if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane))
+  if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
     lane->needs_probe = true;
+    lane->linked = false;
+    lane_update_eligibility (self, lane);
+  }
 }
 
 static gboolean
@@ -747,6 +798,12 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
 
   if (gst_gpufan_is_pair_query (query)) {
+    guint depth = gst_gpufan_pair_query_get_depth (query);
+    if (depth > 0) {
+      /* for a pair around ours: leave our pair and go on upstream */
+      gst_gpufan_pair_query_set_depth (query, depth - 1);
+      return gst_pad_peer_query (self->sinkpad, query);
+    }
     /* a gpufanin asks upstream which lane feeds it */
     gst_gpufan_pair_query_set_session (query, self->priv->session,
         GST_GPUFAN_OUT_PAD (pad)->lane);
@@ -825,8 +882,8 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     guint64 session_id = priv->session->id ();
     if (is_buffer) {
       GstBuffer * buffer = gst_buffer_make_writable (GST_BUFFER_CAST (obj));
-      if (GstGpuFanMeta * meta = gst_buffer_get_gpufan_meta (buffer))
-        gst_buffer_remove_meta (buffer, &meta->meta);
+      /* a meta of an outer fan-out (nested pairs) stays */
+      gst_buffer_remove_gpufan_meta (buffer, session_id);
       gst_buffer_add_gpufan_meta (buffer, session_id, d.seq, d.lane,
           priv->caps_epoch.load ());
       obj = GST_MINI_OBJECT_CAST (buffer);
@@ -841,6 +898,7 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     if (!lane_enqueue (lane, std::move (item))) {
       /* the lane is being deactivated or released: try another one */
       priv->session->OnPushed (d.lane, d.seq, gpufan::PushOutcome::kDropped);
+      priv->session->SetLaneEligible (d.lane, false);
       obj = item.Steal ();
       if (priv->session->flushing ()) {
         gst_mini_object_unref (obj);
@@ -921,18 +979,10 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       priv->stats_posted = false;
       gboolean res = gst_pad_event_default (pad, parent, event);
       priv->session->SetFlushing (false);
-      for (const LanePtr & lane : lanes) {
-        /* only lanes whose pad is still active restart (not during
-         * PAUSED->READY) */
-        if (!GST_PAD_IS_ACTIVE (lane->pad))
-          continue;
-        {
-          std::lock_guard<std::mutex> lk (lane->lock);
-          lane->flushing = false;
-        }
-        lane_update_eligibility (self, lane);
-        gst_pad_start_task (lane->pad, lane_loop, lane.get (), nullptr);
-      }
+      /* only lanes whose pad is still active restart (not during
+       * PAUSED->READY) */
+      for (const LanePtr & lane : lanes)
+        restart_lane (self, lane);
       return res;
     }
     case GST_EVENT_GAP: {
@@ -963,6 +1013,48 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   return TRUE;
 }
 
+/* A pairing probe of an outer fan-out enters our pair: it crosses it through
+ * one lane (our fan-in passes it on with the depth back down). */
+static gboolean
+forward_pair_query_downstream (GstGpuFanOut * self, GstQuery * query)
+{
+  gst_gpufan_pair_query_set_depth (query,
+      gst_gpufan_pair_query_get_depth (query) + 1);
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane->linked.load ())
+      return gst_pad_peer_query (lane->pad, query);
+  }
+  return FALSE;
+}
+
+/* A serialized query must not overtake what the lanes still hold (their
+ * branch may not even have its caps yet): wait until every lane's queue is
+ * empty and its worker idle. Flush-aware; FALSE if a lane is flushing. */
+static gboolean
+wait_lanes_drained (GstGpuFanOut * self)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::unique_lock<std::mutex> lk (lane->lock);
+    while (!lane->flushing && (lane->busy || !lane->queue.empty ()))
+      lane->cond.wait_for (lk, kLaneWaitSlice);
+    if (lane->flushing)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* DRAIN: every branch must drain, not only the first that answers. */
+static gboolean
+drain_all_lanes (GstGpuFanOut * self, GstQuery * query)
+{
+  gboolean res = TRUE;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane->linked.load ())
+      res &= gst_pad_peer_query (lane->pad, query);
+  }
+  return res;
+}
+
 /* Allocation: tee's aggregation over the lanes (largest size, largest
  * min-buffers, common metas), plus the buffers that can be in flight. */
 static gboolean
@@ -977,7 +1069,7 @@ aggregate_allocation (GstGpuFanOut * self, GstQuery * query)
   guint size = 0, min_buffers = 0, answered = 0;
 
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    GstQuery * q = gst_query_new_allocation (caps, FALSE);
+    GstQuery * q = gst_query_new_allocation (caps, need_pool);
     if (!gst_pad_peer_query (lane->pad, q)) {
       GST_DEBUG_OBJECT (lane->pad, "no allocation answer from this lane");
       gst_query_unref (q);
@@ -1036,9 +1128,17 @@ gst_gpufan_out_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
 
+  if (gst_gpufan_is_pair_query (query))
+    return forward_pair_query_downstream (self, query);
+
+  if (GST_QUERY_IS_SERIALIZED (query) && !wait_lanes_drained (self))
+    return FALSE;
+
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_ALLOCATION:
       return aggregate_allocation (self, query);
+    case GST_QUERY_DRAIN:
+      return drain_all_lanes (self, query);
     default:
       return gst_pad_query_default (pad, parent, query);
   }
@@ -1131,10 +1231,14 @@ gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
   guint id = GST_GPUFAN_OUT_PAD (pad)->lane;
 
   GST_DEBUG_OBJECT (self, "releasing lane %u", id);
+  /* no new items for it while its task is being stopped */
+  self->priv->session->SetLaneEligible (id, false);
   LanePtr lane = find_lane (self, id);
   if (lane)
     lane_set_flushing (lane, true);
   gst_pad_set_active (pad, FALSE);
+  /* a task left on an inactive pad would keep the lane (and the pad) alive */
+  gst_pad_stop_task (pad);
 
   {
     std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
@@ -1162,12 +1266,14 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
     priv->session->Reset ();
     for (const LanePtr & lane : snapshot_lanes (self)) {
       lane->last_ret = GST_FLOW_OK;
+      /* pairing is found again at the next start: the fan-in may be gone */
+      priv->session->UnclaimLane (lane->id);
       lane->needs_probe = true;
       std::lock_guard<std::mutex> lk (lane->lock);
       lane->eos_pushed = false;
-      lane->error_posted = false;
     }
     priv->stats_posted = false;
+    priv->lane_error_posted = false;
     priv->caps_epoch = 0;
   }
   return ret;

@@ -74,6 +74,27 @@ gst_buffer_add_gpufan_meta (GstBuffer * buffer, guint64 session_id, guint64 seq,
   return m;
 }
 
+GstGpuFanMeta *
+gst_buffer_find_gpufan_meta (GstBuffer * buffer, guint64 session_id)
+{
+  gpointer state = nullptr;
+  GstMeta * meta;
+  while ((meta = gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_GPUFAN_META_API_TYPE))) {
+    auto * m = reinterpret_cast<GstGpuFanMeta *> (meta);
+    if (m->session_id == session_id)
+      return m;
+  }
+  return nullptr;
+}
+
+void
+gst_buffer_remove_gpufan_meta (GstBuffer * buffer, guint64 session_id)
+{
+  if (GstGpuFanMeta * m = gst_buffer_find_gpufan_meta (buffer, session_id))
+    gst_buffer_remove_meta (buffer, &m->meta);
+}
+
 /* --- GAP event identification --- */
 
 #define ITEM_SESSION_FIELD "gpufan-session"
@@ -97,6 +118,18 @@ gst_gpufan_event_get_item (GstEvent * event, guint64 * session_id,
   const GstStructure * s = gst_event_get_structure (event);
   return s && gst_structure_get_uint64 (s, ITEM_SESSION_FIELD, session_id)
       && gst_structure_get_uint64 (s, ITEM_SEQ_FIELD, seq);
+}
+
+GstEvent *
+gst_gpufan_event_clear_item (GstEvent * event)
+{
+  const GstStructure * s = gst_event_get_structure (event);
+  if (!s || !gst_structure_has_field (s, ITEM_SEQ_FIELD))
+    return event;
+  event = gst_event_make_writable (event);
+  gst_structure_remove_fields (gst_event_writable_structure (event),
+      ITEM_SESSION_FIELD, ITEM_SEQ_FIELD, ITEM_LANE_FIELD, nullptr);
+  return event;
 }
 
 /* --- pairing query --- */
@@ -176,6 +209,23 @@ gst_gpufan_pair_query_set_claimed (GstQuery * query)
 {
   GstStructure * s = gst_query_writable_structure (query);
   gst_structure_set (s, "claimed", G_TYPE_BOOLEAN, TRUE, nullptr);
+}
+
+guint
+gst_gpufan_pair_query_get_depth (GstQuery * query)
+{
+  guint depth = 0;
+  const GstStructure * s = gst_query_get_structure (query);
+  if (s)
+    gst_structure_get_uint (s, "depth", &depth);
+  return depth;
+}
+
+void
+gst_gpufan_pair_query_set_depth (GstQuery * query, guint depth)
+{
+  gst_structure_set (gst_query_writable_structure (query), "depth", G_TYPE_UINT,
+      depth, nullptr);
 }
 
 gboolean

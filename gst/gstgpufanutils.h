@@ -39,10 +39,14 @@ GType gst_gpufan_meta_api_get_type (void);
 #define GST_GPUFAN_META_API_TYPE (gst_gpufan_meta_api_get_type ())
 const GstMetaInfo * gst_gpufan_meta_get_info (void);
 
+/* Buffers crossing nested fan-outs carry one meta per session: look up and
+ * remove by session id. */
+GstGpuFanMeta * gst_buffer_find_gpufan_meta (GstBuffer * buffer,
+    guint64 session_id);
+void gst_buffer_remove_gpufan_meta (GstBuffer * buffer, guint64 session_id);
+
 GstGpuFanMeta * gst_buffer_add_gpufan_meta (GstBuffer * buffer,
     guint64 session_id, guint64 seq, guint32 lane, guint32 caps_epoch);
-#define gst_buffer_get_gpufan_meta(b)                                          \
-  ((GstGpuFanMeta *)gst_buffer_get_meta ((b), GST_GPUFAN_META_API_TYPE))
 
 G_END_DECLS
 
@@ -52,6 +56,8 @@ void gst_gpufan_event_set_item (GstEvent * event, guint64 session_id,
     guint64 seq, guint32 lane);
 gboolean gst_gpufan_event_get_item (GstEvent * event, guint64 * session_id,
     guint64 * seq);
+/* Returns @event without those fields (made writable if needed). */
+GstEvent * gst_gpufan_event_clear_item (GstEvent * event);
 
 /* Pairing query (custom, non-serialized, both directions):
  *  - downstream: gpufanout asks through lane @lane's branch "is a gpufanin at
@@ -69,6 +75,11 @@ void gst_gpufan_pair_query_set_session (GstQuery * query,
     const std::shared_ptr<gpufan::Session> & session, guint lane);
 void gst_gpufan_pair_query_set_claimed (GstQuery * query);
 gboolean gst_gpufan_pair_query_claimed (GstQuery * query);
+/* How many fan-out/fan-in pairs the query is inside of on its way: a pair
+ * inside a branch forwards the query across itself (depth + 1 on entering,
+ * - 1 on leaving) so that it reaches the outer pair's other end. */
+guint gst_gpufan_pair_query_get_depth (GstQuery * query);
+void gst_gpufan_pair_query_set_depth (GstQuery * query, guint depth);
 
 /* The `gpufan-stats` structure (see docs/elements.md). */
 #define GST_GPUFAN_STATS_NAME "gpufan-stats"
