@@ -3,6 +3,7 @@
 // which order the lanes return (docs/elements.md; scenario numbers from
 // shared/TESTING.md).
 #include <algorithm>
+#include <condition_variable>
 #include <set>
 #include <string>
 
@@ -670,6 +671,310 @@ TEST(GpuFaninStall, AStalledLaneIsSkippedAfterTheStallTimeout) {
   ASSERT_NE(lane, nullptr);
   EXPECT_EQ(StatsU64(lane, "timed-out"), stalled_items);
   EXPECT_EQ(StatsU64(lane, "late"), stalled_items);
+  gst_structure_free(s);
+}
+
+// ----------------------------------------------------- stress (scenario 4) ---
+
+// funnel.c test_funnel_stress: one thread requests and releases sink pads
+// (half of them linked to a test branch meanwhile) while the two lanes push
+// into the fan-in from their own threads, for a second. Nothing is lost or
+// reordered, every push returns OK and the stream ends in one EOS.
+TEST(GpuFaninStress, RequestAndReleasePadsWhileTwoLanesPush) {
+  FanRig rig(Passthrough(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  GstElement *in = rig.fanin();
+  std::atomic<bool> stop{false};
+  std::atomic<int> cycles{0}, refused{0};
+  std::thread requester([&] {
+    for (int i = 0; !stop; i++) {
+      GstPad *pad = gst_element_request_pad_simple(in, "sink_%u");
+      if (!pad) {
+        refused++;
+        return;
+      }
+      if (i % 2 == 0) {
+        Branch branch("stress");
+        if (gst_pad_link(branch.src(), pad) == GST_PAD_LINK_OK)
+          gst_pad_unlink(branch.src(), pad);
+      }
+      gst_element_release_request_pad(in, pad);
+      gst_object_unref(pad);
+      cycles++;
+    }
+  });
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop = true;
+      if (thread.joinable())
+        thread.join();
+    }
+  } joiner{stop, requester};
+
+  uint64_t pushed = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < end) {
+    rig.source().PushIndicesAsync(pushed, 50, false);
+    pushed += 50;
+    ASSERT_TRUE(rig.source().WaitAsyncResults(pushed))
+        << "pushes blocked while pads come and go: "
+        << rig.out().log().Summary();
+  }
+  stop = true;
+  requester.join();
+  EXPECT_EQ(refused.load(), 0) << "a sink_%u request was refused";
+  EXPECT_GT(cycles.load(), 0);
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS, 1, kLongWait))
+      << rig.out().log().Summary();
+  for (GstFlowReturn r : rig.source().AsyncResults())
+    ASSERT_EQ(r, GST_FLOW_OK) << gst_flow_get_name(r);
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, pushed));
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+  EXPECT_EQ(rig.bus().CountType(GST_MESSAGE_ERROR), 0u)
+      << rig.bus().ErrorsText();
+}
+
+// ------------------------------------------------------ latency (scenario 23)
+// ---
+
+namespace {
+
+// What a branch answers to a LATENCY query that reaches its src pad from the
+// fan-in (a probe on that pad: the branch itself forwards queries).
+struct LatencyAnswer {
+  gboolean live = FALSE;
+  GstClockTime min = 0;
+  GstClockTime max = GST_CLOCK_TIME_NONE;
+};
+
+GstPadProbeReturn AnswerLatency(GstPad *, GstPadProbeInfo *info,
+                                gpointer data) {
+  GstQuery *query = GST_PAD_PROBE_INFO_QUERY(info);
+  if (GST_QUERY_TYPE(query) != GST_QUERY_LATENCY)
+    return GST_PAD_PROBE_OK;
+  const auto *answer = static_cast<const LatencyAnswer *>(data);
+  gst_query_set_latency(query, answer->live, answer->min, answer->max);
+  return GST_PAD_PROBE_HANDLED;
+}
+
+void AnswerLatencyOn(GstPad *branch_src, const LatencyAnswer *answer) {
+  gst_pad_add_probe(branch_src,
+                    static_cast<GstPadProbeType>(
+                        GST_PAD_PROBE_TYPE_QUERY_UPSTREAM |
+                        GST_PAD_PROBE_TYPE_PUSH),
+                    AnswerLatency, const_cast<LatencyAnswer *>(answer),
+                    nullptr);
+}
+
+struct Latency {
+  bool answered = false;
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+};
+
+// A LATENCY query from downstream of the fan-in.
+Latency QueryLatency(FanRig& rig) {
+  Latency l;
+  GstQuery *q = gst_query_new_latency();
+  l.answered = gst_pad_peer_query(rig.out().pad(), q);
+  if (l.answered)
+    gst_query_parse_latency(q, &l.live, &l.min, &l.max);
+  gst_query_unref(q);
+  return l;
+}
+
+std::string Describe(const Latency& l) {
+  if (!l.answered)
+    return "not answered";
+  gchar *min = g_strdup_printf("%" GST_TIME_FORMAT, GST_TIME_ARGS(l.min));
+  gchar *max = g_strdup_printf("%" GST_TIME_FORMAT, GST_TIME_ARGS(l.max));
+  std::string s = std::string(l.live ? "live" : "not live") + " min " + min +
+                  " max " + max;
+  g_free(min);
+  g_free(max);
+  return s;
+}
+
+}  // namespace
+
+// min = the largest lane min, max = the smallest lane max (NONE if no lane
+// has one), live if any lane is; asked again, the answer follows the lanes
+// that are there now (a released pad no longer counts, a new one does).
+TEST(GpuFaninLatency, LargestLaneMinSmallestLaneMaxFollowingTheLanes) {
+  constexpr GstClockTime ms = GST_MSECOND;
+  LatencyAnswer answers[3];
+  answers[0] = {FALSE, 10 * ms, 100 * ms};
+  answers[1] = {TRUE, 30 * ms, 50 * ms};
+  answers[2] = {FALSE, 20 * ms, GST_CLOCK_TIME_NONE};
+  LatencyAnswer added_answer{FALSE, 40 * ms, 60 * ms};
+  FanRig rig(Passthrough(3));
+  ASSERT_TRUE(rig.ok());
+  for (guint i = 0; i < 3; i++)
+    AnswerLatencyOn(rig.branch(i).src(), &answers[i]);
+  ASSERT_TRUE(rig.Play());
+
+  Latency l = QueryLatency(rig);
+  ASSERT_TRUE(l.answered);
+  EXPECT_TRUE(l.live) << "lane 1 is live: " << Describe(l);
+  EXPECT_EQ(l.min, 30 * ms) << Describe(l);
+  EXPECT_EQ(l.max, 50 * ms) << Describe(l);
+
+  // No lane with a maximum: NONE.
+  answers[0].max = answers[1].max = GST_CLOCK_TIME_NONE;
+  answers[1].live = FALSE;
+  l = QueryLatency(rig);
+  ASSERT_TRUE(l.answered);
+  EXPECT_FALSE(l.live) << Describe(l);
+  EXPECT_EQ(l.min, 30 * ms) << Describe(l);
+  EXPECT_EQ(l.max, GST_CLOCK_TIME_NONE) << Describe(l);
+  answers[0].max = 100 * ms;
+  answers[1].max = 50 * ms;
+
+  // Lane 1 (the largest min, the smallest max) goes away.
+  rig.ReleaseFaninPad(1);
+  l = QueryLatency(rig);
+  ASSERT_TRUE(l.answered);
+  EXPECT_EQ(l.min, 20 * ms) << "after releasing sink_1: " << Describe(l);
+  EXPECT_EQ(l.max, 100 * ms) << "after releasing sink_1: " << Describe(l);
+
+  // A lane comes: a new sink pad, fed by a branch with more latency.
+  GstPad *pad = gst_element_request_pad_simple(rig.fanin(), "sink_%u");
+  ASSERT_NE(pad, nullptr);
+  {
+    Branch added("added");
+    AnswerLatencyOn(added.src(), &added_answer);
+    ASSERT_EQ(gst_pad_link(added.src(), pad), GST_PAD_LINK_OK);
+    l = QueryLatency(rig);
+    ASSERT_TRUE(l.answered);
+    EXPECT_EQ(l.min, 40 * ms) << "after adding a lane: " << Describe(l);
+    EXPECT_EQ(l.max, 60 * ms) << "after adding a lane: " << Describe(l);
+    gst_pad_unlink(added.src(), pad);
+  }
+  gst_element_release_request_pad(rig.fanin(), pad);
+  gst_object_unref(pad);
+  l = QueryLatency(rig);
+  ASSERT_TRUE(l.answered);
+  EXPECT_EQ(l.min, 20 * ms) << "after releasing the added lane: "
+                            << Describe(l);
+  EXPECT_EQ(l.max, 100 * ms) << "after releasing the added lane: "
+                             << Describe(l);
+}
+
+// ------------------------------------------- stall mid-stream (scenario 22)
+// ---
+
+namespace {
+
+// Polls the fan-in's statistics (bounded) until lane `id`'s `field` reaches
+// `want`; returns the last value seen.
+guint64 WaitLaneStat(GstElement *fanin, guint id, const char *field,
+                     guint64 want) {
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  guint64 value = 0;
+  for (;;) {
+    GstStructure *s = GetStats(fanin);
+    const GstStructure *lane = s ? StatsLaneById(s, id) : nullptr;
+    guint64 v = 0;
+    if (lane && gst_structure_get_uint64(lane, field, &v))
+      value = v;
+    if (s)
+      gst_structure_free(s);
+    if (value >= want || std::chrono::steady_clock::now() >= deadline)
+      return value;
+    std::this_thread::sleep_for(Duration(5));
+  }
+}
+
+}  // namespace
+
+// Lane 1's branch gets stuck inside one item mid-stream (as a kernel that
+// does not return would), its later items queued behind it. After
+// stall-timeout the output continues past each of them; they count as
+// timed-out, then as late when the branch comes back, and never go out.
+TEST(GpuFaninStall, ABranchStuckMidStreamIsSkippedAndItsItemsComeBackLate) {
+  constexpr uint64_t kItems = 10;  // all accepted: < max-in-flight, queue-size
+  FanRigOptions o = Passthrough(2);
+  o.stall_timeout = 50 * GST_MSECOND;
+  FanRig rig(o);
+  ASSERT_TRUE(rig.ok());
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable cond;
+    bool open = false;
+    int64_t stuck_at = -1;
+  };
+  auto gate = std::make_shared<Gate>();
+  rig.branch(1).SetTransform([gate](GstBuffer *b) -> GstBuffer * {
+    const int64_t index = DataIndex(b);
+    std::unique_lock<std::mutex> lock(gate->mutex);
+    if (index >= 4 && gate->stuck_at < 0) {
+      gate->stuck_at = index;
+      gate->cond.notify_all();
+      gate->cond.wait_for(lock, kLongWait, [&] { return gate->open; });
+    }
+    return b;
+  });
+  struct Opener {  // before the rig's teardown, on every way out
+    std::shared_ptr<Gate> gate;
+    void Open() {
+      std::lock_guard<std::mutex> lock(gate->mutex);
+      gate->open = true;
+      gate->cond.notify_all();
+    }
+    ~Opener() { Open(); }
+  } opener{gate};
+
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, kItems));
+  ASSERT_TRUE(rig.source().PushEvent(Eos()));
+  int64_t stuck_at;
+  {
+    std::unique_lock<std::mutex> lock(gate->mutex);
+    ASSERT_TRUE(gate->cond.wait_for(lock, kWait,
+                                    [&] { return gate->stuck_at >= 0; }))
+        << "lane 1 never got an item >= 4";
+    stuck_at = gate->stuck_at;
+  }
+  // Round-robin over two lanes: lane 1 carries every other item.
+  std::vector<int64_t> expected;
+  guint64 stuck_items = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(kItems); i++) {
+    if (i >= stuck_at && (i - stuck_at) % 2 == 0)
+      stuck_items++;
+    else
+      expected.push_back(i);
+  }
+  ASSERT_TRUE(rig.out().log().WaitBuffers(expected.size()))
+      << "the output did not move past the stuck lane: "
+      << rig.out().log().Summary();
+  EXPECT_EQ(WaitLaneStat(rig.fanin(), 1, "timed-out", stuck_items),
+            stuck_items)
+      << "the stuck lane's items were not all given up";
+  EXPECT_EQ(rig.out().log().BufferIndices(), expected);
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 0u)
+      << "EOS while lane 1's EOS is still queued behind the stuck item";
+
+  opener.Open();
+  ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS))
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().BufferIndices(), expected)
+      << "late items must not go out";
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
+  GstStructure *s = GetStats(rig.fanin());
+  ASSERT_TRUE(HasStatsShape(s, 2));
+  const GstStructure *lane1 = StatsLaneById(s, 1);
+  const GstStructure *lane0 = StatsLaneById(s, 0);
+  ASSERT_TRUE(lane0 && lane1);
+  EXPECT_EQ(StatsU64(lane1, "timed-out"), stuck_items);
+  EXPECT_EQ(StatsU64(lane1, "late"), stuck_items);
+  EXPECT_EQ(StatsU64(lane0, "timed-out"), 0u);
+  EXPECT_EQ(SumLanesU64(s, "completed"), expected.size());
   gst_structure_free(s);
 }
 

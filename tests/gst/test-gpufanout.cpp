@@ -55,6 +55,48 @@ long FirstBuffer(const std::vector<Entry>& entries) {
   return -1;
 }
 
+// The state of a pad's task; STOPPED when it has none.
+GstTaskState PadTaskState(GstPad *pad) {
+  GST_OBJECT_LOCK(pad);
+  GstTask *task = GST_PAD_TASK(pad) ? GST_TASK(gst_object_ref(GST_PAD_TASK(pad)))
+                                    : nullptr;
+  GST_OBJECT_UNLOCK(pad);
+  if (!task)
+    return GST_TASK_STOPPED;
+  GstTaskState state = gst_task_get_state(task);
+  gst_object_unref(task);
+  return state;
+}
+
+const char *TaskStateName(GstTaskState state) {
+  switch (state) {
+    case GST_TASK_STARTED:
+      return "STARTED";
+    case GST_TASK_PAUSED:
+      return "PAUSED";
+    default:
+      return "STOPPED";
+  }
+}
+
+// Stops and joins test threads on every way out of a test (an ASSERT too).
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(std::atomic<bool>& stop) : stop_(stop) {}
+  ~ThreadGroup() { JoinAll(); }
+  void Add(std::function<void()> fn) { threads_.emplace_back(std::move(fn)); }
+  void JoinAll() {
+    stop_ = true;
+    for (std::thread& t : threads_)
+      if (t.joinable())
+        t.join();
+  }
+
+ private:
+  std::atomic<bool>& stop_;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 // ------------------------------------------------------------ properties ---
@@ -866,6 +908,279 @@ TEST(GpuFanoutStats, StatsIntervalPostsPeriodically) {
   EXPECT_TRUE(rig.bus().WaitForCount(is_stats, 2))
       << "stats-interval=20 posted " << rig.bus().Count(is_stats)
       << " messages";
+}
+
+// Scenario 4 (funnel.c test_funnel_stress): one thread requests and releases
+// src pads while two threads push into the sink pad, for a second. Two lanes
+// stay linked throughout, so every push returns OK; each pusher's buffers
+// stay FIFO on those lanes, none is duplicated, and the stream ends in EOS.
+TEST(GpuFanoutStress, RequestAndReleasePadsWhileTwoThreadsPush) {
+  FanoutRig rig(2, "round-robin");
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+
+  constexpr int64_t kSecondPusher = int64_t{1} << 40;  // its index range
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> pushed[2];
+  pushed[0] = pushed[1] = 0;
+  std::atomic<int> cycles{0};
+  std::mutex mutex;
+  std::vector<std::string> problems;
+  auto problem = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    problems.push_back(what);
+  };
+  GstElement *f = rig.fanout();
+  GstPad *upstream = rig.source().pad();
+  {
+    ThreadGroup threads(stop);
+    for (int k = 0; k < 2; k++) {
+      threads.Add([&, k] {
+        for (uint64_t i = 0; !stop; i++) {
+          GstFlowReturn r =
+              gst_pad_push(upstream, MakeIndexedBuffer(k * kSecondPusher + i));
+          pushed[k]++;
+          if (r != GST_FLOW_OK) {
+            problem("pusher " + std::to_string(k) + ", buffer " +
+                    std::to_string(i) + ": " + gst_flow_get_name(r));
+            return;
+          }
+        }
+      });
+    }
+    threads.Add([&] {
+      for (int i = 0; !stop; i++) {
+        GstPad *pad = gst_element_request_pad_simple(f, "src_%u");
+        if (!pad) {
+          problem("src_%u request refused");
+          return;
+        }
+        {
+          PadCollector lane("stress");
+          if (i % 2 == 0 && gst_pad_link(pad, lane.pad()) == GST_PAD_LINK_OK) {
+            if (i % 8 == 0)
+              lane.log().WaitBuffers(1, Duration(2));
+            gst_pad_unlink(pad, lane.pad());
+          }
+          gst_element_release_request_pad(f, pad);
+        }
+        gst_object_unref(pad);
+        cycles++;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }  // stops and joins the three threads
+
+  EXPECT_TRUE(problems.empty()) << problems.size() << " problem(s), first: "
+                                << (problems.empty() ? "" : problems[0]);
+  EXPECT_GT(cycles.load(), 0);
+  EXPECT_GT(pushed[0].load(), 0u);
+  EXPECT_GT(pushed[1].load(), 0u);
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_eos()));
+  ASSERT_TRUE(WaitAllLanesEos(rig));
+  for (guint i = 0; i < 2; i++) {
+    std::vector<int64_t> first, second;
+    for (int64_t x : rig.lane(i).log().BufferIndices())
+      (x >= kSecondPusher ? second : first).push_back(x);
+    EXPECT_TRUE(IsStrictlyIncreasing(first)) << "lane " << i << ", pusher 0";
+    EXPECT_TRUE(IsStrictlyIncreasing(second)) << "lane " << i << ", pusher 1";
+  }
+  std::vector<int64_t> all = rig.AllIndicesSorted();
+  EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), all.size())
+      << "a buffer reached a lane twice";
+  EXPECT_GT(all.size(), 0u);
+  EXPECT_EQ(rig.bus().CountType(GST_MESSAGE_ERROR), 0u)
+      << rig.bus().ErrorsText();
+}
+
+// Scenario 10: a FLUSH_STOP that arrives while the element goes PAUSED->READY
+// (its src pads are deactivated first, the sink pad is still active) must not
+// restart a lane worker. First that window on its own (the src pads
+// deactivated by hand, as GstElement does before the sink pad), then the real
+// state change racing flushes from another thread, looped.
+TEST(GpuFanoutStates, FlushStopDuringPausedToReadyDoesNotRestartAWorker) {
+  FanoutRig rig(2, "round-robin");
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));
+  ASSERT_TRUE(SetStateAndWait(rig.pipeline(), GST_STATE_PAUSED));
+  // A FLUSH_START that reaches a test sink whose FLUSH_STOP is then stopped
+  // by the inactive lane leaves it flushing; a real downstream element is
+  // reset by its own state change, the test sinks are reset by hand.
+  auto reset_lane_sinks = [&rig] {
+    for (guint i = 0; i < 2; i++) {
+      gst_pad_set_active(rig.lane(i).pad(), FALSE);
+      gst_pad_set_active(rig.lane(i).pad(), TRUE);
+    }
+  };
+  for (guint i = 0; i < 2; i++)
+    ASSERT_TRUE(gst_pad_set_active(rig.lane_pad(i), FALSE));
+  // (The flush events cannot reach the inactive lanes: their result is moot.)
+  rig.source().PushEvent(gst_event_new_flush_start());
+  rig.source().PushEvent(gst_event_new_flush_stop(TRUE));
+  for (guint i = 0; i < 2; i++) {
+    const GstTaskState state = PadTaskState(rig.lane_pad(i));
+    EXPECT_EQ(state, GST_TASK_STOPPED)
+        << "FLUSH_STOP restarted lane " << i
+        << "'s worker on an inactive pad: " << TaskStateName(state);
+  }
+  ASSERT_TRUE(SetStateAndWait(rig.pipeline(), GST_STATE_READY));
+  for (guint i = 0; i < 2; i++) {
+    const GstTaskState state = PadTaskState(rig.lane_pad(i));
+    EXPECT_EQ(state, GST_TASK_STOPPED)
+        << "lane " << i << "'s worker runs in READY: " << TaskStateName(state);
+  }
+
+  GstPad *upstream = rig.source().pad();
+  for (int iteration = 0; iteration < 1000; iteration++) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    reset_lane_sinks();
+    ASSERT_TRUE(rig.Play());
+    ASSERT_TRUE(rig.source().Start());
+    ASSERT_TRUE(PushRange(rig.source(), 0, 2));
+    std::atomic<bool> go{false};
+    std::thread flusher([&] {
+      while (!go)
+        std::this_thread::yield();
+      for (int k = 0; k < 4; k++) {
+        gst_pad_push_event(upstream, gst_event_new_flush_start());
+        gst_pad_push_event(upstream, gst_event_new_flush_stop(TRUE));
+      }
+    });
+    go = true;
+    const bool ready = SetStateAndWait(rig.pipeline(), GST_STATE_READY);
+    flusher.join();
+    ASSERT_TRUE(ready);
+    for (guint i = 0; i < 2; i++) {
+      const GstTaskState state = PadTaskState(rig.lane_pad(i));
+      ASSERT_EQ(state, GST_TASK_STOPPED)
+          << "a FLUSH_STOP during PAUSED->READY restarted lane " << i
+          << "'s worker on its deactivated pad (task " << TaskStateName(state)
+          << " in READY)";
+    }
+  }
+
+  // Still works afterwards.
+  reset_lane_sinks();
+  for (guint i = 0; i < 2; i++)
+    rig.lane(i).log().Clear();
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 100, 4));
+  ASSERT_TRUE(rig.source().PushEvent(gst_event_new_eos()));
+  ASSERT_TRUE(WaitAllLanesEos(rig));
+  EXPECT_TRUE(IsSequence(rig.AllIndicesSorted(), 100, 4));
+  EXPECT_EQ(rig.bus().CountType(GST_MESSAGE_ERROR), 0u)
+      << rig.bus().ErrorsText();
+}
+
+// Scenario 11 (queue MR 5023): upstream allocates from a fixed-size pool and
+// blocks in acquire once every pool buffer is queued on lane 1, whose branch
+// is stuck; the branch then returns ERROR. The lane's queued buffers must go
+// back to the pool, so upstream wakes up, and its next push returns ERROR.
+TEST(GpuFanoutFlow, ErrorLaneReleasesUpstreamBlockedInPoolAcquire) {
+  constexpr guint kPoolSize = 3;  // < queue-size: lane 1 alone drains the pool
+  FanoutRig rig(2, "round-robin");
+  ASSERT_TRUE(rig.ok());
+  g_object_set(rig.fanout(), "queue-size", 4u, nullptr);
+  GstBufferPool *pool = gst_buffer_pool_new();
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, nullptr, 16, kPoolSize, kPoolSize);
+  ASSERT_TRUE(gst_buffer_pool_set_config(pool, config));
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  // Runs before the rig's teardown: deactivating the pool wakes an acquire
+  // that would otherwise keep the pushing thread (and so the test) waiting.
+  std::unique_ptr<GstBufferPool, void (*)(GstBufferPool *)> pool_guard(
+      pool, [](GstBufferPool *p) {
+        gst_buffer_pool_set_active(p, FALSE);
+        gst_object_unref(p);
+      });
+  rig.lane(1).SetFlow(GST_FLOW_ERROR);
+  rig.lane(1).Block();
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> acquiring{0}, acquired{0};
+  std::atomic<bool> finished{false};
+  std::mutex mutex;
+  std::vector<GstFlowReturn> results;
+  GstPad *upstream = rig.source().pad();
+  ThreadGroup threads(stop);
+  threads.Add([&] {
+    for (uint64_t i = 0; i < 64 && !stop; i++) {
+      GstBuffer *buffer = nullptr;
+      acquiring++;
+      if (gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr) !=
+          GST_FLOW_OK)
+        break;  // the pool was deactivated: the test is over
+      acquired++;
+      guint8 bytes[8];
+      for (int b = 0; b < 8; b++)
+        bytes[b] = static_cast<guint8>(i >> (8 * b));
+      gst_buffer_fill(buffer, 0, bytes, sizeof bytes);
+      GST_BUFFER_PTS(buffer) = i * kFrame;
+      GST_BUFFER_DURATION(buffer) = kFrame;
+      GstFlowReturn r = gst_pad_push(upstream, buffer);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        results.push_back(r);
+      }
+      if (r != GST_FLOW_OK)
+        break;
+    }
+    finished = true;
+  });
+
+  auto wait_until = [](const std::function<bool()>& pred, Duration timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        return false;
+      std::this_thread::sleep_for(Duration(2));
+    }
+    return true;
+  };
+  ASSERT_TRUE(wait_until([&] { return rig.lane(1).BlockedInChain() == 1; },
+                         kWait))
+      << "lane 1 never got a buffer";
+  // The precondition: every pool buffer sits in lane 1's queue and upstream
+  // waits in acquire (not in the chain).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return acquiring.load() == acquired.load() + 1 &&
+               acquired.load() >= kPoolSize;
+      },
+      kWait))
+      << "upstream never blocked in acquire (" << acquired.load()
+      << " acquired)";
+  std::this_thread::sleep_for(kSettle);
+  const uint64_t before = acquired.load();
+  ASSERT_EQ(acquiring.load(), before + 1) << "upstream is not in acquire";
+  ASSERT_FALSE(finished.load());
+
+  rig.lane(1).Unblock();  // its chain returns ERROR now
+  EXPECT_TRUE(wait_until([&] { return finished.load(); }, kWait))
+      << "upstream is still blocked in acquire after lane 1 returned ERROR ("
+      << acquired.load() << " acquired, " << before << " before)";
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    ASSERT_FALSE(results.empty());
+    EXPECT_EQ(results.back(), GST_FLOW_ERROR)
+        << "the push after the lane's error returned "
+        << gst_flow_get_name(results.back());
+    for (size_t i = 0; i + 1 < results.size(); i++)
+      EXPECT_EQ(results[i], GST_FLOW_OK) << "push " << i;
+  }
+  EXPECT_GT(acquired.load(), before) << "no buffer came back to the pool";
+  EXPECT_NE(rig.bus().WaitFor([&](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR &&
+           GST_MESSAGE_SRC(m) == GST_OBJECT(rig.fanout());
+  }),
+            nullptr)
+      << "no ERROR message for lane 1";
 }
 
 // -------------------------------------------------------- generic states ---

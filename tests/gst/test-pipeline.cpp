@@ -437,6 +437,210 @@ TEST(PipelineStates, PausedPlayingCyclesKeepTheStreamGoing) {
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
 }
 
+// ------------------------------------------------ flushing seeks (20) ---
+
+namespace {
+
+// Hundreds of flushing seeks on videotestsrc ! gpufanout ! lanes ! gpufanin
+// ! fakesink (some lanes with a queue, so flushes meet data in flight), then
+// one more seek with a stop position: the stream ends in EOS (never ERROR),
+// with exactly that segment's frames, in order, after the last FLUSH_STOP.
+void FlushingSeeks(int lanes, int seeks) {
+  LaunchedPipeline p(FanPipeline(0, lanes, "adaptive", [](int lane) {
+    std::string id = "identity name=b" + std::to_string(lane);
+    return lane % 2 ? "queue max-size-buffers=4 ! " + id : id;
+  }));
+  ASSERT_TRUE(p.ok());
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.Play());
+  ASSERT_TRUE(out.WaitBuffers(10)) << out.Summary(20);
+  Source runner;  // runs each seek under a bounded wait
+  for (int i = 0; i < seeks; i++) {
+    const GstClockTime position = (i * 37 % 500) * kFrame;
+    bool ok = false;
+    ASSERT_TRUE(runner.Run(
+        [&] {
+          ok = gst_element_seek_simple(p.get(), GST_FORMAT_TIME,
+                                       GST_SEEK_FLAG_FLUSH, position);
+        },
+        kWait, "flushing seek"))
+        << "seek " << i << " hung";
+    ASSERT_TRUE(ok) << "seek " << i << " refused";
+    if (i % 20 == 0) {
+      const size_t n = out.Buffers();
+      ASSERT_TRUE(out.WaitBuffers(n + 1)) << "no data after seek " << i;
+    }
+  }
+  constexpr int kLast = 50;  // frames of the final segment
+  bool ok = false;
+  ASSERT_TRUE(runner.Run(
+      [&] {
+        ok = gst_element_seek(p.get(), 1.0, GST_FORMAT_TIME,
+                              GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET, 0,
+                              GST_SEEK_TYPE_SET, kLast * kFrame);
+      },
+      kWait, "final seek"));
+  ASSERT_TRUE(ok) << "the final seek was refused";
+  GstMessage *m = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(m, nullptr) << "no EOS after the seeks";
+  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+
+  std::vector<Entry> entries = out.Snapshot();
+  size_t start = 0;
+  for (size_t k = 0; k < entries.size(); k++)
+    if (entries[k].type() == GST_EVENT_FLUSH_STOP)
+      start = k + 1;
+  ASSERT_GT(start, 0u) << "no FLUSH_STOP reached the sink";
+  std::vector<int64_t> last;
+  size_t eos = 0;
+  for (size_t k = start; k < entries.size(); k++) {
+    if (entries[k].is_buffer)
+      last.push_back(entries[k].pts_index);
+    if (entries[k].type() == GST_EVENT_EOS)
+      eos++;
+  }
+  EXPECT_TRUE(IsSequence(last, 0, kLast)) << "after the final seek";
+  EXPECT_EQ(eos, 1u);
+  EXPECT_EQ(out.Events(GST_EVENT_FLUSH_STOP), static_cast<size_t>(seeks) + 1)
+      << "one FLUSH_STOP out per seek";
+  EXPECT_EQ(out.Events(GST_EVENT_FLUSH_START), static_cast<size_t>(seeks) + 1)
+      << "one FLUSH_START out per seek";
+}
+
+}  // namespace
+
+TEST(PipelineSeek, HundredsOfFlushingSeeksWithTwoLanes) {
+  FlushingSeeks(2, 300);
+}
+
+TEST(PipelineSeek, HundredsOfFlushingSeeksWithManyLanes) {
+  FlushingSeeks(8, 200);
+}
+
+// ---------------------------------------------- one blocked lane (27) ---
+
+namespace {
+
+// identity::handoff that blocks lane 1's thread on the first buffer with a
+// data index >= `from`, until Open() (bounded).
+struct HandoffGate {
+  std::mutex mutex;
+  std::condition_variable cond;
+  bool open = false;
+  int64_t from = 0;
+  int64_t blocked_at = -1;
+
+  static void Handoff(GstElement *, GstBuffer *buffer, gpointer data) {
+    auto *self = static_cast<HandoffGate *>(data);
+    const int64_t index = DataIndex(buffer);
+    std::unique_lock<std::mutex> lock(self->mutex);
+    if (index < self->from || self->blocked_at >= 0)
+      return;
+    self->blocked_at = index;
+    self->cond.notify_all();
+    self->cond.wait_for(lock, kLongWait, [self] { return self->open; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mutex);
+    open = true;
+    cond.notify_all();
+  }
+};
+
+}  // namespace
+
+// Lane 1's branch blocks on one buffer. The other lanes keep receiving
+// buffers until the in-flight bound is reached (the blocked item holds the
+// output back, so everything after it stays in flight); then upstream is
+// held: what was accepted and has not come out is at least max-in-flight and
+// at most max-in-flight plus one lane queue (docs/elements.md). Unblocked,
+// everything comes out in order.
+TEST(PipelineBackpressure, OneBlockedLaneDoesNotStallTheOthersBeyondTheWindow) {
+  constexpr int kBuffers = 300;
+  constexpr guint kMaxInFlight = 12;
+  constexpr guint kQueueSize = 2;
+  HandoffGate gate;  // outlives the pipeline
+  gate.from = 20;
+  LaunchedPipeline p(FanPipeline(kBuffers, 3, "least-loaded", [](int lane) {
+    return "identity name=b" + std::to_string(lane) +
+           (lane == 1 ? " signal-handoffs=true" : "");
+  }));
+  ASSERT_TRUE(p.ok());
+  struct Opener {  // opens the gate before the pipeline goes down
+    HandoffGate& gate;
+    ~Opener() { gate.Open(); }
+  } opener{gate};
+  g_object_set(p.element("f"), "max-in-flight", kMaxInFlight, "queue-size",
+               kQueueSize, nullptr);
+  // Only the bound may hold the output here, never the stall timeout.
+  g_object_set(p.element("m"), "stall-timeout",
+               static_cast<guint64>(3600 * GST_SECOND), nullptr);
+  IndexStamper& stamp = p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  RecordLog& lane0 = p.Record("b0", "src");
+  RecordLog& lane2 = p.Record("b2", "src");
+  g_signal_connect(p.element("b1"), "handoff",
+                   G_CALLBACK(HandoffGate::Handoff), &gate);
+  ASSERT_TRUE(p.Play());
+
+  int64_t blocked_at;
+  {
+    std::unique_lock<std::mutex> lock(gate.mutex);
+    ASSERT_TRUE(gate.cond.wait_for(lock, kWait,
+                                   [&] { return gate.blocked_at >= 0; }))
+        << "lane 1 never got a buffer >= " << gate.from;
+    blocked_at = gate.blocked_at;
+  }
+  // Wait (bounded) until upstream is held: the stamp count stops moving.
+  uint64_t pushed = stamp.count();
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  for (;;) {
+    std::this_thread::sleep_for(kSettle);
+    const uint64_t now = stamp.count();
+    if (now == pushed)
+      break;
+    pushed = now;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "upstream is never held back with lane 1 blocked";
+  }
+  ASSERT_LT(pushed, static_cast<uint64_t>(kBuffers))
+      << "everything was accepted: no bound";
+  // The last stamped buffer is the one upstream is blocked in pushing.
+  const uint64_t accepted = pushed - 1;
+  const std::vector<int64_t> got = out.BufferIndices();
+  EXPECT_TRUE(IsSequence(got, 0, static_cast<size_t>(blocked_at)))
+      << "the output must stop right before the blocked item";
+  const uint64_t in_flight = accepted - got.size();
+  EXPECT_GE(in_flight, kMaxInFlight)
+      << "the other lanes stopped before the in-flight bound";
+  EXPECT_LE(in_flight, kMaxInFlight + kQueueSize)
+      << "more accepted than max-in-flight (+ one lane queue)";
+  for (RecordLog *lane : {&lane0, &lane2}) {
+    std::vector<int64_t> v = lane->BufferIndices();
+    EXPECT_TRUE(!v.empty() && v.back() > blocked_at)
+        << "lane " << (lane == &lane0 ? 0 : 2)
+        << " got nothing after lane 1 blocked: " << lane->Summary(20);
+  }
+  GstStructure *s = GetStats(p.element("f"));
+  ASSERT_NE(s, nullptr);
+  guint stats_in_flight = 0, peak = 0;
+  gst_structure_get_uint(s, "in-flight", &stats_in_flight);
+  gst_structure_get_uint(s, "window-peak", &peak);
+  EXPECT_LE(stats_in_flight, kMaxInFlight + kQueueSize);
+  EXPECT_LE(peak, kMaxInFlight + kQueueSize);
+  gst_structure_free(s);
+
+  gate.Open();
+  GstMessage *stats = RunToEos(p);
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers));
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(SumLanesU64(gst_message_get_structure(stats), "timed-out"), 0u);
+  EXPECT_EQ(StatsU64(gst_message_get_structure(stats), "released"),
+            static_cast<guint64>(kBuffers));
+}
+
 // ----------------------------------------------------------------- errors ---
 
 TEST(PipelineErrors, UnknownPolicyIsAParseError) {
