@@ -194,8 +194,12 @@ struct Lane {
   std::mutex lock;
   std::condition_variable cond;
   std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
-  bool flushing = true;         /* inactive or flushing: accept nothing */
-  bool busy = false;            /* the worker is handling an item */
+  /* Inactive or flushing: accept nothing. Written under `lock` (the
+   * condition variable protocol), atomic so that eligibility can be read
+   * without it: the unlink function runs with pad locks held, and the lane
+   * lock is taken before pad locks elsewhere. */
+  std::atomic<bool> flushing{ true };
+  bool busy = false; /* the worker is handling an item */
   bool eos_pushed = false;
 
   /* Last flow return of a push on this lane; sticky until relink/flush. */
@@ -406,18 +410,11 @@ lane_enqueue (const LanePtr & lane, QueuedItem && item)
   return TRUE;
 }
 
-enum class StickyPolicy {
-  kDrop,
-  kKeep,
-};
-
-/* Stops (or restarts) a lane's queue. Flushed items are dropped; with
- * StickyPolicy::kKeep the sticky events among them (but segment and EOS,
- * which a flush ends) are stored on the pad, as GstQueue does, so the lane's
- * next buffer still goes out after the latest stream-start, caps and tags. */
+/* Stops (or restarts) a lane's queue; flushed items are dropped. (The sticky
+ * events among them are not lost: a lane restarting after a flush gets the
+ * sink pad's current ones, see restart_lane.) */
 static void
-lane_set_flushing (const LanePtr & lane, bool flushing,
-    StickyPolicy sticky = StickyPolicy::kDrop)
+lane_set_flushing (const LanePtr & lane, bool flushing)
 {
   std::deque<QueuedItem> dropped;
   {
@@ -427,17 +424,7 @@ lane_set_flushing (const LanePtr & lane, bool flushing,
       dropped.swap (lane->queue);
     lane->cond.notify_all ();
   }
-  if (sticky == StickyPolicy::kDrop)
-    return;
-  for (const QueuedItem & item : dropped) {
-    if (item.kind != ItemKind::kEvent)
-      continue;
-    GstEvent * event = GST_EVENT_CAST (item.obj);
-    if (GST_EVENT_IS_STICKY (event)
-        && GST_EVENT_TYPE (event) != GST_EVENT_SEGMENT
-        && GST_EVENT_TYPE (event) != GST_EVENT_EOS)
-      gst_pad_store_sticky_event (lane->pad, event);
-  }
+  /* dropped items are unreffed here, outside the lock */
 }
 
 static bool
@@ -449,13 +436,9 @@ flow_is_fatal (GstFlowReturn ret)
 static void
 lane_update_eligibility (GstGpuFanOut * self, const LanePtr & lane)
 {
-  bool active;
-  {
-    std::lock_guard<std::mutex> lk (lane->lock);
-    active = !lane->flushing;
-  }
   self->priv->session->SetLaneEligible (lane->id,
-      active && lane->linked.load () && lane->last_ret.load () == GST_FLOW_OK);
+      !lane->flushing.load () && lane->linked.load ()
+          && lane->last_ret.load () == GST_FLOW_OK);
 }
 
 /* Records a lane's push result; a fatal one is reported once, naming the
@@ -522,8 +505,7 @@ static bool
 any_lane_inactive (GstGpuFanOut * self)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    std::lock_guard<std::mutex> lk (lane->lock);
-    if (lane->flushing)
+    if (lane->flushing.load ())
       return true;
   }
   return false;
@@ -687,9 +669,34 @@ lane_loop (gpointer user_data)
   }
 }
 
+/* Stores the sink pad's sticky events on a lane's pad, in their order, so
+ * that they go out before its next buffer. EOS never; the segment only for a
+ * new lane (after a flush a new segment follows). */
+static void
+copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad, bool with_segment)
+{
+  struct Ctx {
+    GstPad * pad;
+    bool with_segment;
+  } ctx = { srcpad, with_segment };
+  gst_pad_sticky_events_foreach (
+      self->sinkpad,
+      [] (GstPad *, GstEvent ** event, gpointer user_data) -> gboolean {
+        auto * c = static_cast<Ctx *> (user_data);
+        GstEventType type = GST_EVENT_TYPE (*event);
+        if (type != GST_EVENT_EOS
+            && (type != GST_EVENT_SEGMENT || c->with_segment))
+          gst_pad_store_sticky_event (c->pad, *event);
+        return TRUE;
+      },
+      &ctx);
+}
+
 /* Starts (or resumes) the lane's task. A new task gets its own reference to
  * the lane; a paused task is resumed with the reference it has (GStreamer
- * ignores the data of a restart). Call with lane->lock held. */
+ * ignores the data of a restart). Call with lane->lock held. (Starting a task
+ * posts a stream-status message synchronously: a bus sync handler must not
+ * call back into this element.) */
 static gboolean
 start_lane_task_unlocked (const LanePtr & lane)
 {
@@ -713,23 +720,13 @@ restart_lane (GstGpuFanOut * self, const LanePtr & lane)
     if (GST_PAD_MODE (lane->pad) != GST_PAD_MODE_PUSH)
       return;
     lane->flushing = false;
+    /* what the flush dropped from the queue (caps, tags, ...) still holds:
+     * the task is paused here, so nothing can be stored out of order */
+    copy_sticky_events (self, lane->pad, false);
     if (!start_lane_task_unlocked (lane))
       return;
   }
   lane_update_eligibility (self, lane);
-}
-
-static void
-copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad)
-{
-  gst_pad_sticky_events_foreach (
-      self->sinkpad,
-      [] (GstPad *, GstEvent ** event, gpointer user_data) -> gboolean {
-        if (GST_EVENT_TYPE (*event) != GST_EVENT_EOS)
-          gst_pad_store_sticky_event (GST_PAD (user_data), *event);
-        return TRUE;
-      },
-      srcpad);
 }
 
 /* Pad functions use the pad's back pointer, not @parent: a lane is activated
@@ -751,11 +748,13 @@ gst_gpufan_out_src_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
     /* A lane added while streaming gets the current sticky events before it
      * can be picked for its first buffer. (The pad is already out of flushing
      * here, so storing works.) */
-    copy_sticky_events (self, pad);
     gboolean started;
     {
       std::lock_guard<std::mutex> lk (lane->lock);
+      /* not flushing first, so that an event arriving meanwhile is queued;
+       * the lane gets no buffer before lane_update_eligibility below */
       lane->flushing = false;
+      copy_sticky_events (self, pad, true);
       started = start_lane_task_unlocked (lane);
     }
     lane_update_eligibility (self, lane);
@@ -959,7 +958,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       priv->session->SetFlushing (true);
       std::vector<LanePtr> lanes = snapshot_lanes (self);
       for (const LanePtr & lane : lanes)
-        lane_set_flushing (lane, true, StickyPolicy::kKeep);
+        lane_set_flushing (lane, true);
       gboolean res = gst_pad_event_default (pad, parent, event);
       /* the pushes the lanes were blocked in have returned by now */
       for (const LanePtr & lane : lanes)
@@ -1037,10 +1036,10 @@ wait_lanes_drained (GstGpuFanOut * self)
     std::unique_lock<std::mutex> lk (lane->lock);
     while (!lane->flushing && (lane->busy || !lane->queue.empty ()))
       lane->cond.wait_for (lk, kLaneWaitSlice);
-    if (lane->flushing)
-      return FALSE;
   }
-  return TRUE;
+  /* a lane being released or deactivated holds nothing any more; only our
+   * own flush fails the query */
+  return !self->priv->session->flushing ();
 }
 
 /* DRAIN: every branch must drain, not only the first that answers. */
