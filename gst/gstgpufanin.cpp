@@ -83,6 +83,7 @@ struct FanInItem : public gpufan::Payload {
 };
 
 struct PadState {
+  guint index = 0; /* sink_<index> */
   std::shared_ptr<gpufan::Session> session;
   guint lane = 0;
   bool paired = false;
@@ -901,47 +902,21 @@ gst_gpufan_in_request_new_pad (GstElement * element, GstPadTemplate * templ,
   {
     std::lock_guard<std::mutex> lk (priv->lock);
     guint index = 0;
-    if (name) {
-      gchar * end = nullptr;
-      if (!g_str_has_prefix (name, "sink_") || name[5] == '\0') {
-        GST_WARNING_OBJECT (self,
-            "cannot make a pad named '%s': expected "
-            "sink_%%u",
-            name);
-        return nullptr;
-      }
-      guint64 v = g_ascii_strtoull (name + 5, &end, 10);
-      if (*end != '\0' || v > G_MAXUINT32) {
-        GST_WARNING_OBJECT (self,
-            "cannot make a pad named '%s': expected "
-            "sink_%%u",
-            name);
-        return nullptr;
-      }
-      index = (guint)v;
-    }
-    /* lowest free index, or the one asked for if free */
-    for (;;) {
-      bool taken = false;
-      for (auto & kv : priv->pads) {
-        if (g_str_has_prefix (GST_OBJECT_NAME (kv.first), "sink_")
-            && g_ascii_strtoull (GST_OBJECT_NAME (kv.first) + 5, nullptr, 10)
-                == index)
-          taken = true;
-      }
-      if (!taken)
-        break;
-      if (name) {
-        GST_WARNING_OBJECT (self, "pad '%s' already exists", name);
-        return nullptr;
-      }
-      index++;
-    }
+    auto taken = [priv] (guint i) {
+      for (auto & kv : priv->pads)
+        if (kv.second.index == i)
+          return true;
+      return false;
+    };
+    if (!gst_gpufan_request_pad_index (element, "sink_", name, taken, &index))
+      return nullptr;
 
     gchar * pad_name = g_strdup_printf ("sink_%u", index);
     pad = gst_pad_new_from_template (templ, pad_name);
     g_free (pad_name);
-    priv->pads.emplace (pad, PadState ());
+    PadState state;
+    state.index = index;
+    priv->pads.emplace (pad, std::move (state));
   }
 
   gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_in_chain));

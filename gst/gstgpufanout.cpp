@@ -1170,20 +1170,10 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstPad * pad;
   {
     std::lock_guard<std::mutex> lk (priv->lanes_lock);
-    if (name) {
-      gchar * end = nullptr;
-      if (!g_str_has_prefix (name, "src_") || name[4] == '\0')
-        goto bad_name;
-      guint64 v = g_ascii_strtoull (name + 4, &end, 10);
-      if (*end != '\0' || v > G_MAXUINT32)
-        goto bad_name;
-      index = (guint)v;
-      if (priv->lanes.count (index))
-        goto name_taken;
-    } else {
-      while (priv->lanes.count (index))
-        index++;
-    }
+    if (!gst_gpufan_request_pad_index (
+            element, "src_", name,
+            [priv] (guint i) { return priv->lanes.count (i) > 0; }, &index))
+      return nullptr;
 
     gchar * pad_name = g_strdup_printf ("src_%u", index);
     pad = GST_PAD (g_object_new (GST_TYPE_GPUFAN_OUT_PAD, "name", pad_name,
@@ -1213,14 +1203,6 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     gst_pad_set_active (pad, TRUE);
   gst_element_add_pad (element, pad);
   return pad;
-
-bad_name:
-  GST_WARNING_OBJECT (self, "cannot make a pad named '%s': expected src_%%u",
-      name);
-  return nullptr;
-name_taken:
-  GST_WARNING_OBJECT (self, "pad '%s' already exists", name);
-  return nullptr;
 }
 
 static void

@@ -5,6 +5,8 @@
 
 #include "gstgpufanutils.h"
 
+#include <cstring>
+
 GST_DEBUG_CATEGORY (gst_gpufan_debug);
 
 /* --- meta --- */
@@ -234,6 +236,39 @@ gst_gpufan_pair_query_claimed (GstQuery * query)
   gboolean claimed = FALSE;
   const GstStructure * s = gst_query_get_structure (query);
   return s && gst_structure_get_boolean (s, "claimed", &claimed) && claimed;
+}
+
+/* --- request pads --- */
+
+gboolean
+gst_gpufan_request_pad_index (GstElement * element, const gchar * prefix,
+    const gchar * name, const std::function<bool (guint)> & taken,
+    guint * index)
+{
+  if (!name) {
+    guint i = 0;
+    while (taken (i))
+      i++;
+    *index = i;
+    return TRUE;
+  }
+
+  size_t len = strlen (prefix);
+  gchar * end = nullptr;
+  guint64 v = G_MAXUINT64;
+  if (g_str_has_prefix (name, prefix) && name[len] != '\0')
+    v = g_ascii_strtoull (name + len, &end, 10);
+  if (!end || *end != '\0' || v > G_MAXUINT32) {
+    GST_WARNING_OBJECT (element, "cannot make a pad named '%s': expected %s%%u",
+        name, prefix);
+    return FALSE;
+  }
+  if (taken ((guint)v)) {
+    GST_WARNING_OBJECT (element, "pad '%s' already exists", name);
+    return FALSE;
+  }
+  *index = (guint)v;
+  return TRUE;
 }
 
 /* --- statistics --- */

@@ -8,6 +8,7 @@
 
 #include <gst/gst.h>
 
+#include <functional>
 #include <memory>
 
 #include "gpufan/session.h"
@@ -80,6 +81,13 @@ gboolean gst_gpufan_pair_query_claimed (GstQuery * query);
  * - 1 on leaving) so that it reaches the outer pair's other end. */
 guint gst_gpufan_pair_query_get_depth (GstQuery * query);
 void gst_gpufan_pair_query_set_depth (GstQuery * query, guint depth);
+
+/* The index for a new request pad `<prefix><index>`: the one in @name when it
+ * is given (FALSE, with a warning on @element, when @name is not of that form
+ * or its index is @taken), else the lowest free one. */
+gboolean gst_gpufan_request_pad_index (GstElement * element,
+    const gchar * prefix, const gchar * name,
+    const std::function<bool (guint)> & taken, guint * index);
 
 /* The `gpufan-stats` structure (see docs/elements.md). */
 #define GST_GPUFAN_STATS_NAME "gpufan-stats"
