@@ -512,6 +512,26 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   return TRUE;
 }
 
+/* A serialized query (drain, allocation, ...) from a branch must not overtake
+ * what that branch delivered before it: wait until the window has let all of
+ * it out. Flush-aware; FALSE when flushing or when the output has stopped. */
+static gboolean
+wait_lane_released (GstGpuFanIn * self, GstPad * pad)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  std::unique_lock<std::mutex> lk (priv->lock);
+  for (;;) {
+    auto it = priv->pads.find (pad);
+    if (it == priv->pads.end () || priv->flushing || it->second.flushing
+        || priv->src_ret.load () != GST_FLOW_OK)
+      return FALSE;
+    if (!it->second.paired
+        || !it->second.session->HoldsArrivedFrom (it->second.lane))
+      return TRUE;
+    priv->cond.wait_for (lk, kIdleWaitSlice);
+  }
+}
+
 static gboolean
 gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
@@ -534,6 +554,8 @@ gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
     gst_gpufan_pair_query_set_claimed (query);
     return TRUE;
   }
+  if (GST_QUERY_IS_SERIALIZED (query) && !wait_lane_released (self, pad))
+    return FALSE;
   return gst_pad_query_default (pad, parent, query);
 }
 
@@ -759,6 +781,10 @@ gst_gpufan_in_src_loop (gpointer user_data)
       gst_pad_pause_task (self->srcpad);
     return; /* the rest of the batch is dropped */
   }
+
+  /* serialized queries may be waiting for what just went out */
+  std::lock_guard<std::mutex> lk (priv->lock);
+  priv->cond.notify_all ();
 }
 
 static gboolean

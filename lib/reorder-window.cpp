@@ -131,6 +131,14 @@ bool ReorderWindow::IsOpen(uint64_t seq) const {
   return it != slots_.end() && it->seq == seq;
 }
 
+bool ReorderWindow::HoldsArrivedFrom(uint32_t lane) const {
+  for (const Slot& slot : slots_) {
+    if (slot.lane == lane && slot.state == SlotState::kArrived)
+      return true;
+  }
+  return false;
+}
+
 bool ReorderWindow::IsReleased(uint64_t seq) const {
   // Sequence numbers are not dense, so "below the release mark and not open"
   // is the best this class can say without remembering every seq.

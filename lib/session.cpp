@@ -536,6 +536,11 @@ bool Session::WindowEmpty() const {
   return window_.empty();
 }
 
+bool Session::HoldsArrivedFrom(uint32_t lane) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return window_.HoldsArrivedFrom(lane);
+}
+
 // --- flushing ---
 
 void Session::SetFlushing(bool flushing) {

@@ -75,6 +75,8 @@ class GPUFAN_API ReorderWindow {
   size_t peak_occupancy() const { return peak_; }
   // True while the slot for `seq` is in the window (pending or settled).
   bool IsOpen(uint64_t seq) const;
+  // True while an item of `lane` has arrived but not left yet.
+  bool HoldsArrivedFrom(uint32_t lane) const;
   // True once `seq` was opened and has left the window. Sequence numbers are
   // not dense: a seq below the last release that was never opened also counts.
   bool IsReleased(uint64_t seq) const;

@@ -163,6 +163,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void WakeOutput();
   // True when nothing awaited is in the window.
   bool WindowEmpty() const;
+  // True while something that came back on `lane` waits in the window (a
+  // serialized query on that lane must not overtake it).
+  bool HoldsArrivedFrom(uint32_t lane) const;
 
   // --- flushing ---
   // While flushing, DispatchItem returns kFlushing and waiters wake up.

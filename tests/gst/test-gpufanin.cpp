@@ -4,8 +4,10 @@
 // shared/TESTING.md).
 #include <algorithm>
 #include <condition_variable>
+#include <future>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "gpufan-rig.h"
 
@@ -160,6 +162,42 @@ TEST(GpuFaninOrder, LanesReturningOutOfOrderComeOutInInputOrder) {
     EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 12));
     EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 1u);
   }
+}
+
+// A serialized query (here DRAIN) coming out of a branch must not overtake
+// what that branch delivered before it: it waits until those buffers have
+// left the reorder window, then goes downstream.
+TEST(GpuFaninQueries, DrainWaitsForWhatItsLaneDeliveredBefore) {
+  FanRig rig(Hold(2));
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));  // lane 0: 0, 2; lane 1: 1, 3
+  ASSERT_TRUE(rig.branch(0).WaitHeldBuffers(2));
+  ASSERT_TRUE(rig.branch(1).WaitHeldBuffers(2));
+  const guint first = LaneOfFirstItem(rig);
+  const guint other = 1 - first;
+  rig.branch(other).ReleaseAll();  // 1 and 3 wait for 0 in the window
+
+  std::promise<std::vector<int64_t>> out_at_return;
+  std::thread drain([&] {
+    GstQuery *q = gst_query_new_drain();
+    gst_pad_peer_query(rig.branch(other).src(), q);
+    gst_query_unref(q);
+    out_at_return.set_value(rig.out().log().BufferIndices());
+  });
+  std::future<std::vector<int64_t>> returned = out_at_return.get_future();
+  EXPECT_EQ(returned.wait_for(kSettle), std::future_status::timeout)
+      << "DRAIN overtook the buffers its lane delivered before it";
+  rig.branch(first).ReleaseAll();
+  ASSERT_EQ(returned.wait_for(kWait), std::future_status::ready)
+      << "DRAIN never returned";
+  drain.join();
+  const std::vector<int64_t> seen = returned.get();
+  EXPECT_TRUE(std::count(seen.begin(), seen.end(), 1) == 1 &&
+              std::count(seen.begin(), seen.end(), 3) == 1)
+      << "DRAIN returned before its lane's buffers 1 and 3 went out: "
+      << rig.out().log().Summary();
 }
 
 // Scenario 28 at pad level: the branches replace every buffer by a new one
@@ -763,12 +801,11 @@ GstPadProbeReturn AnswerLatency(GstPad *, GstPadProbeInfo *info,
 }
 
 void AnswerLatencyOn(GstPad *branch_src, const LatencyAnswer *answer) {
-  gst_pad_add_probe(branch_src,
-                    static_cast<GstPadProbeType>(
-                        GST_PAD_PROBE_TYPE_QUERY_UPSTREAM |
-                        GST_PAD_PROBE_TYPE_PUSH),
-                    AnswerLatency, const_cast<LatencyAnswer *>(answer),
-                    nullptr);
+  gst_pad_add_probe(
+      branch_src,
+      static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_QUERY_UPSTREAM |
+                                   GST_PAD_PROBE_TYPE_PUSH),
+      AnswerLatency, const_cast<LatencyAnswer *>(answer), nullptr);
 }
 
 struct Latency {
@@ -793,8 +830,8 @@ std::string Describe(const Latency& l) {
     return "not answered";
   gchar *min = g_strdup_printf("%" GST_TIME_FORMAT, GST_TIME_ARGS(l.min));
   gchar *max = g_strdup_printf("%" GST_TIME_FORMAT, GST_TIME_ARGS(l.max));
-  std::string s = std::string(l.live ? "live" : "not live") + " min " + min +
-                  " max " + max;
+  std::string s =
+      std::string(l.live ? "live" : "not live") + " min " + min + " max " + max;
   g_free(min);
   g_free(max);
   return s;
@@ -859,10 +896,10 @@ TEST(GpuFaninLatency, LargestLaneMinSmallestLaneMaxFollowingTheLanes) {
   gst_object_unref(pad);
   l = QueryLatency(rig);
   ASSERT_TRUE(l.answered);
-  EXPECT_EQ(l.min, 20 * ms) << "after releasing the added lane: "
-                            << Describe(l);
-  EXPECT_EQ(l.max, 100 * ms) << "after releasing the added lane: "
-                             << Describe(l);
+  EXPECT_EQ(l.min, 20 * ms)
+      << "after releasing the added lane: " << Describe(l);
+  EXPECT_EQ(l.max, 100 * ms)
+      << "after releasing the added lane: " << Describe(l);
 }
 
 // ------------------------------------------- stall mid-stream (scenario 22)
@@ -936,9 +973,9 @@ TEST(GpuFaninStall, ABranchStuckMidStreamIsSkippedAndItsItemsComeBackLate) {
   int64_t stuck_at;
   {
     std::unique_lock<std::mutex> lock(gate->mutex);
-    ASSERT_TRUE(gate->cond.wait_for(lock, kWait,
-                                    [&] { return gate->stuck_at >= 0; }))
-        << "lane 1 never got an item >= 4";
+    ASSERT_TRUE(gate->cond.wait_for(lock, kWait, [&] {
+      return gate->stuck_at >= 0;
+    })) << "lane 1 never got an item >= 4";
     stuck_at = gate->stuck_at;
   }
   // Round-robin over two lanes: lane 1 carries every other item.
@@ -953,8 +990,7 @@ TEST(GpuFaninStall, ABranchStuckMidStreamIsSkippedAndItsItemsComeBackLate) {
   ASSERT_TRUE(rig.out().log().WaitBuffers(expected.size()))
       << "the output did not move past the stuck lane: "
       << rig.out().log().Summary();
-  EXPECT_EQ(WaitLaneStat(rig.fanin(), 1, "timed-out", stuck_items),
-            stuck_items)
+  EXPECT_EQ(WaitLaneStat(rig.fanin(), 1, "timed-out", stuck_items), stuck_items)
       << "the stuck lane's items were not all given up";
   EXPECT_EQ(rig.out().log().BufferIndices(), expected);
   EXPECT_EQ(rig.out().log().Events(GST_EVENT_EOS), 0u)

@@ -140,12 +140,17 @@ TEST_F(SessionTest, InOrderRelease) {
   // Lane workers report their pushes; the fan-in completes awaited items.
   session_->OnPushed(0, a.seq, PushOutcome::kDelivered);
   session_->OnPushed(1, b.seq, PushOutcome::kDelivered);
+  EXPECT_FALSE(session_->HoldsArrivedFrom(1));
   EXPECT_EQ(session_->Arrive(1, b.seq, kNoTime, P("b")).status,
             ArrivalStatus::kAccepted);
   EXPECT_TRUE(Take().empty());
+  // b waits for a: a serialized query behind b on lane 1 must wait too.
+  EXPECT_TRUE(session_->HoldsArrivedFrom(1));
+  EXPECT_FALSE(session_->HoldsArrivedFrom(0));
   EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
             ArrivalStatus::kAccepted);
   EXPECT_EQ(Take(), (Strings{"a@0", "b@1"}));
+  EXPECT_FALSE(session_->HoldsArrivedFrom(1));
   EXPECT_FALSE(session_->WindowEmpty());
   session_->Arrive(0, c.seq, kNoTime, P("c"));
   EXPECT_EQ(Take(), (Strings{"c@2"}));
