@@ -130,6 +130,11 @@ struct GstGpuFanInPrivate {
   bool renegotiating = false;
   guint32 renegotiating_epoch = 0;
 
+  /* Output batches started / finished (under lock): items leave the window
+   * when a batch starts and go downstream while it runs. */
+  guint64 batches_started = 0;
+  guint64 batches_done = 0;
+
   ~GstGpuFanInPrivate ()
   {
     for (auto & kv : pads)
@@ -513,20 +518,29 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 }
 
 /* A serialized query (drain, allocation, ...) from a branch must not overtake
- * what that branch delivered before it: wait until the window has let all of
- * it out. Flush-aware; FALSE when flushing or when the output has stopped. */
+ * what that branch delivered before it: wait until all of it has left the
+ * window, and then until the output batch that took it has been pushed.
+ * Flush-aware; FALSE when flushing or when the output has stopped. */
 static gboolean
 wait_lane_released (GstGpuFanIn * self, GstPad * pad)
 {
   GstGpuFanInPrivate * priv = self->priv;
   std::unique_lock<std::mutex> lk (priv->lock);
+  guint64 last_batch = 0;
+  bool out_of_window = false;
   for (;;) {
     auto it = priv->pads.find (pad);
     if (it == priv->pads.end () || priv->flushing || it->second.flushing
         || priv->src_ret.load () != GST_FLOW_OK)
       return FALSE;
-    if (!it->second.paired
-        || !it->second.session->HoldsArrivedFrom (it->second.lane))
+    if (!it->second.paired)
+      return TRUE;
+    if (!out_of_window
+        && !it->second.session->HoldsArrivedFrom (it->second.lane)) {
+      out_of_window = true;
+      last_batch = priv->batches_started;
+    }
+    if (out_of_window && priv->batches_done >= last_batch)
       return TRUE;
     priv->cond.wait_for (lk, kIdleWaitSlice);
   }
@@ -739,7 +753,18 @@ gst_gpufan_in_src_loop (gpointer user_data)
       priv->cond.wait_for (lk, kIdleWaitSlice);
       return;
     }
+    ++priv->batches_started;
   }
+  /* whichever way this iteration ends, its batch is done then */
+  struct BatchDone {
+    GstGpuFanInPrivate * priv;
+    ~BatchDone ()
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      priv->batches_done = priv->batches_started;
+      priv->cond.notify_all ();
+    }
+  } batch_done{ priv };
 
   gpufan::ReadyBatch batch = session->TakeReady ();
   if (batch.items.empty ()) {
@@ -781,10 +806,6 @@ gst_gpufan_in_src_loop (gpointer user_data)
       gst_pad_pause_task (self->srcpad);
     return; /* the rest of the batch is dropped */
   }
-
-  /* serialized queries may be waiting for what just went out */
-  std::lock_guard<std::mutex> lk (priv->lock);
-  priv->cond.notify_all ();
 }
 
 static gboolean
@@ -1016,6 +1037,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
       kv.second.session.reset ();
     }
     priv->session.reset ();
+    priv->batches_done = priv->batches_started;
     priv->eos_seqnum = GST_SEQNUM_INVALID;
     priv->renegotiating = false;
     gst_clear_event (&priv->out_stream_start);

@@ -208,6 +208,9 @@ struct Lane {
   std::atomic<bool> needs_probe{ true };
   /* Set by the link/unlink functions: an unlinked lane gets no items. */
   std::atomic<bool> linked{ false };
+  /* Counts links: a NOT_LINKED from a push that began before the latest
+   * link is stale. */
+  std::atomic<guint> link_generation{ 0 };
 };
 
 using LanePtr = std::shared_ptr<Lane>;
@@ -643,9 +646,13 @@ lane_loop (gpointer user_data)
         session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
         break;
       }
+      guint link_generation = lane->link_generation.load ();
       GstFlowReturn ret
           = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
       session.OnPushed (lane->id, item.seq, outcome_of (ret));
+      if (ret == GST_FLOW_NOT_LINKED
+          && link_generation != lane->link_generation.load ())
+        ret = GST_FLOW_OK; /* relinked meanwhile */
       if (ret == GST_FLOW_FLUSHING) {
         /* our own flush, deactivation or release of this lane: not a result
          * the branch gave */
@@ -657,6 +664,13 @@ lane_loop (gpointer user_data)
         GST_DEBUG_OBJECT (lane->pad, "push returned %s",
             gst_flow_get_name (ret));
         lane_set_result (self, lane, ret);
+        if (ret == GST_FLOW_NOT_LINKED
+            && link_generation != lane->link_generation.load ()) {
+          /* relinked while we stored it: the link's reset wins */
+          GstFlowReturn expected = GST_FLOW_NOT_LINKED;
+          lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
+          lane_update_eligibility (self, lane);
+        }
       }
       break;
     }
@@ -771,6 +785,9 @@ gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad *)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
   if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
+    /* first the generation: a push ending after it cannot record a stale
+     * NOT_LINKED over the reset below */
+    lane->link_generation++;
     GstFlowReturn expected = GST_FLOW_NOT_LINKED;
     lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
     lane->needs_probe = true;
