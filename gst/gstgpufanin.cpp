@@ -110,7 +110,7 @@ struct GstGpuFanInPrivate {
   std::shared_ptr<gpufan::Session> session;
   bool flushing = true; /* src inactive, or a flush in progress */
   bool eos_sent = false;
-  std::deque<guint32> forwarded_seqnums; /* events sent once */
+  GstGpuFanSeqnumMemory forwarded_seqnums; /* events sent once */
   std::atomic<guint64> stall_timeout{ DEFAULT_STALL_TIMEOUT };
   std::atomic<GstFlowReturn> src_ret{ GST_FLOW_OK };
   guint32 eos_seqnum = GST_SEQNUM_INVALID; /* of the last EOS that came in */
@@ -261,7 +261,6 @@ not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
   return GST_FLOW_ERROR;
 }
 
-/* A buffer or a GAP event came out of a lane: into the reorder window. */
 /* What identifies an item: the sequence number our fan-out gave it (from our
  * session's meta, or a GAP event's fields) and its caps epoch. */
 struct ItemId {
@@ -358,20 +357,6 @@ gst_gpufan_in_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
       GST_MINI_OBJECT_CAST (buffer));
 }
 
-/* Remembers @seqnum; TRUE if it was already forwarded (another lane's copy). */
-static bool
-already_forwarded_unlocked (GstGpuFanInPrivate * priv, guint32 seqnum)
-{
-  static constexpr size_t kRemembered = 64;
-  for (guint32 s : priv->forwarded_seqnums)
-    if (s == seqnum)
-      return true;
-  priv->forwarded_seqnums.push_back (seqnum);
-  if (priv->forwarded_seqnums.size () > kRemembered)
-    priv->forwarded_seqnums.pop_front ();
-  return false;
-}
-
 static void
 restart_output_unlocked (GstGpuFanIn * self)
 {
@@ -379,7 +364,7 @@ restart_output_unlocked (GstGpuFanIn * self)
   priv->eos_sent = false;
   priv->out_segment_valid = false;
   priv->src_ret = GST_FLOW_OK;
-  priv->forwarded_seqnums.clear ();
+  priv->forwarded_seqnums.Clear ();
 }
 
 static gboolean
@@ -494,7 +479,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   FanInItem * item = nullptr;
   {
     std::lock_guard<std::mutex> lk (priv->lock);
-    if (already_forwarded_unlocked (priv, gst_event_get_seqnum (event))) {
+    if (priv->forwarded_seqnums.Seen (gst_event_get_seqnum (event))) {
       gst_event_unref (event);
       return TRUE;
     }
@@ -729,6 +714,16 @@ finish_stream (GstGpuFanIn * self,
   gst_pad_pause_task (self->srcpad);
 }
 
+/* The output batch taken from the window has gone downstream (or been
+ * dropped): wakes serialized queries waiting for it (wait_lane_released). */
+static void
+mark_batch_done (GstGpuFanInPrivate * priv)
+{
+  std::lock_guard<std::mutex> lk (priv->lock);
+  priv->batches_done = priv->batches_started;
+  priv->cond.notify_all ();
+}
+
 static void
 gst_gpufan_in_src_loop (gpointer user_data)
 {
@@ -755,19 +750,9 @@ gst_gpufan_in_src_loop (gpointer user_data)
     }
     ++priv->batches_started;
   }
-  /* whichever way this iteration ends, its batch is done then */
-  struct BatchDone {
-    GstGpuFanInPrivate * priv;
-    ~BatchDone ()
-    {
-      std::lock_guard<std::mutex> lk (priv->lock);
-      priv->batches_done = priv->batches_started;
-      priv->cond.notify_all ();
-    }
-  } batch_done{ priv };
-
   gpufan::ReadyBatch batch = session->TakeReady ();
   if (batch.items.empty ()) {
+    mark_batch_done (priv); /* before waiting: nothing of it is in flight */
     bool all_eos;
     {
       std::lock_guard<std::mutex> lk (priv->lock);
@@ -780,7 +765,8 @@ gst_gpufan_in_src_loop (gpointer user_data)
     if (session->flushing ()) {
       /* the fan-out is stopped or flushing: WaitOutput would not wait */
       std::unique_lock<std::mutex> lk (priv->lock);
-      priv->cond.wait_for (lk, kIdleWaitSlice);
+      priv->cond.wait_for (lk, kIdleWaitSlice,
+          [priv] { return priv->flushing || priv->eos_sent; });
       return;
     }
     session->WaitOutput (batch.generation, kOutputWaitSliceNs);
@@ -804,8 +790,9 @@ gst_gpufan_in_src_loop (gpointer user_data)
     }
     if (ret != GST_FLOW_EOS)
       gst_pad_pause_task (self->srcpad);
-    return; /* the rest of the batch is dropped */
+    break; /* the rest of the batch is dropped */
   }
+  mark_batch_done (priv);
 }
 
 static gboolean

@@ -33,7 +33,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -48,7 +47,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_gpufan_out_debug);
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 /* *INDENT-OFF* */
-/* Lock order, outermost first: settings_lock, lanes_lock, Lane::lock, then
+/* Lock order, outermost first: lanes_lock, Lane::lock, then
  * the Session's own lock (innermost: Session never calls back into us). No
  * lock of ours is held across a push, a peer query, a pad (de)activation or a
  * blocking Session call (DispatchItem). */
@@ -143,6 +142,7 @@ struct QueuedItem {
   GstMiniObject * obj = nullptr;
   guint64 seq = 0;
   ItemKind kind = ItemKind::kEvent;
+  bool awaited = false; /* a gpufanin completes it (Dispatch::awaited) */
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -150,7 +150,8 @@ struct QueuedItem {
   {
   }
   QueuedItem (QueuedItem && other) noexcept
-      : obj (other.obj), seq (other.seq), kind (other.kind)
+      : obj (other.obj), seq (other.seq), kind (other.kind),
+        awaited (other.awaited)
   {
     other.obj = nullptr;
   }
@@ -162,6 +163,7 @@ struct QueuedItem {
       obj = other.Steal ();
       seq = other.seq;
       kind = other.kind;
+      awaited = other.awaited;
     }
     return *this;
   }
@@ -218,14 +220,15 @@ using LanePtr = std::shared_ptr<Lane>;
 } // namespace
 
 struct GstGpuFanOutPrivate {
-  std::shared_ptr<gpufan::Session> session = gpufan::Session::Create ();
+  /* holds policy, queue-size and max-in-flight (thread-safe) */
+  std::shared_ptr<gpufan::Session> session = gpufan::Session::Create (
+      gpufan::SessionConfig{ policy_from_enum (DEFAULT_POLICY),
+          DEFAULT_QUEUE_SIZE, DEFAULT_MAX_IN_FLIGHT });
   const gpufan::DeviceRegistry devices = gpufan::DeviceRegistry::Discover ();
 
-  /* settings_lock: property values that are not held by the Session. */
-  std::mutex settings_lock;
-  guint queue_size = DEFAULT_QUEUE_SIZE;
-  guint max_in_flight = DEFAULT_MAX_IN_FLIGHT;
   std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
+  /* some lane's needs_probe is set: saves looking at every lane per buffer */
+  std::atomic<bool> probe_pending{ true };
 
   std::mutex lanes_lock;
   std::map<guint, LanePtr> lanes;
@@ -238,7 +241,7 @@ struct GstGpuFanOutPrivate {
   /* Upstream events come once per lane (gpufanin forwards to all its sink
    * pads): forward each seqnum once. */
   std::mutex upstream_lock;
-  std::deque<guint32> upstream_seqnums;
+  GstGpuFanSeqnumMemory upstream_seqnums;
 };
 
 struct _GstGpuFanOut {
@@ -504,6 +507,13 @@ combine_lane_results (GstGpuFanOut * self)
   return any_eos ? GST_FLOW_EOS : GST_FLOW_NOT_LINKED;
 }
 
+static void
+request_probe (GstGpuFanOut * self, const LanePtr & lane)
+{
+  lane->needs_probe = true;
+  self->priv->probe_pending = true;
+}
+
 static bool
 any_lane_inactive (GstGpuFanOut * self)
 {
@@ -521,6 +531,8 @@ probe_lanes (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
 
+  if (!priv->probe_pending.exchange (false))
+    return;
   for (const LanePtr & lane : snapshot_lanes (self)) {
     if (!lane->needs_probe.exchange (false))
       continue;
@@ -649,10 +661,9 @@ lane_loop (gpointer user_data)
       guint link_generation = lane->link_generation.load ();
       GstFlowReturn ret
           = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
-      session.OnPushed (lane->id, item.seq, outcome_of (ret));
-      if (ret == GST_FLOW_NOT_LINKED
-          && link_generation != lane->link_generation.load ())
-        ret = GST_FLOW_OK; /* relinked meanwhile */
+      /* a delivered item a fan-in waits for is completed there */
+      if (!(item.awaited && ret == GST_FLOW_OK))
+        session.OnPushed (lane->id, item.seq, outcome_of (ret));
       if (ret == GST_FLOW_FLUSHING) {
         /* our own flush, deactivation or release of this lane: not a result
          * the branch gave */
@@ -666,7 +677,7 @@ lane_loop (gpointer user_data)
         lane_set_result (self, lane, ret);
         if (ret == GST_FLOW_NOT_LINKED
             && link_generation != lane->link_generation.load ()) {
-          /* relinked while we stored it: the link's reset wins */
+          /* relinked during the push: the link's reset wins */
           GstFlowReturn expected = GST_FLOW_NOT_LINKED;
           lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
           lane_update_eligibility (self, lane);
@@ -790,7 +801,7 @@ gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad *)
     lane->link_generation++;
     GstFlowReturn expected = GST_FLOW_NOT_LINKED;
     lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
-    lane->needs_probe = true;
+    request_probe (self, lane);
     lane->linked = true;
     lane_update_eligibility (self, lane);
   }
@@ -802,7 +813,7 @@ gst_gpufan_out_src_unlink (GstPad * pad, GstObject *)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
   if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
-    lane->needs_probe = true;
+    request_probe (self, lane);
     lane->linked = false;
     lane_update_eligibility (self, lane);
   }
@@ -831,16 +842,8 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 static gboolean
 seen_upstream_event (GstGpuFanOut * self, guint32 seqnum)
 {
-  static constexpr size_t kRemembered = 64;
-  GstGpuFanOutPrivate * priv = self->priv;
-  std::lock_guard<std::mutex> lk (priv->upstream_lock);
-  for (guint32 s : priv->upstream_seqnums)
-    if (s == seqnum)
-      return TRUE;
-  priv->upstream_seqnums.push_back (seqnum);
-  if (priv->upstream_seqnums.size () > kRemembered)
-    priv->upstream_seqnums.pop_front ();
-  return FALSE;
+  std::lock_guard<std::mutex> lk (self->priv->upstream_lock);
+  return self->priv->upstream_seqnums.Seen (seqnum);
 }
 
 static gboolean
@@ -905,12 +908,13 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
       obj = GST_MINI_OBJECT_CAST (buffer);
     } else {
       GstEvent * event = gst_event_make_writable (GST_EVENT_CAST (obj));
-      gst_gpufan_event_set_item (event, session_id, d.seq, d.lane);
+      gst_gpufan_event_set_item (event, session_id, d.seq);
       obj = GST_MINI_OBJECT_CAST (event);
     }
 
     QueuedItem item (obj, d.seq,
         is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
+    item.awaited = d.awaited;
     if (!lane_enqueue (lane, std::move (item))) {
       /* the lane is being deactivated or released: try another one */
       priv->session->OnPushed (d.lane, d.seq, gpufan::PushOutcome::kDropped);
@@ -1014,7 +1018,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       break;
     case GST_EVENT_STREAM_START:
       for (const LanePtr & lane : snapshot_lanes (self))
-        lane->needs_probe = true;
+        request_probe (self, lane);
       break;
     default:
       break;
@@ -1187,9 +1191,8 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstPad * pad;
   {
     std::lock_guard<std::mutex> lk (priv->lanes_lock);
-    if (!gst_gpufan_request_pad_index (
-            element, "src_", name,
-            [priv] (guint i) { return priv->lanes.count (i) > 0; }, &index))
+    auto taken = [priv] (guint i) { return priv->lanes.count (i) > 0; };
+    if (!gst_gpufan_request_pad_index (element, "src_", name, taken, &index))
       return nullptr;
 
     gchar * pad_name = g_strdup_printf ("src_%u", index);
@@ -1201,6 +1204,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
 
     auto lane = std::make_shared<Lane> (self, pad, index);
     priv->lanes[index] = lane;
+    priv->probe_pending = true; /* its needs_probe starts set */
     priv->session->AddLane (index, priv->devices.DefaultForLane (index),
         DEFAULT_WEIGHT);
     /* no items until the pad is active */
@@ -1266,7 +1270,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
       lane->last_ret = GST_FLOW_OK;
       /* pairing is found again at the next start: the fan-in may be gone */
       priv->session->UnclaimLane (lane->id);
-      lane->needs_probe = true;
+      request_probe (self, lane);
       std::lock_guard<std::mutex> lk (lane->lock);
       lane->eos_pushed = false;
     }
@@ -1288,18 +1292,12 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
     case PROP_POLICY:
       priv->session->SetPolicy (policy_from_enum (g_value_get_enum (value)));
       break;
-    case PROP_QUEUE_SIZE: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
-      priv->queue_size = g_value_get_uint (value);
-      priv->session->SetLaneQueueSize (priv->queue_size);
+    case PROP_QUEUE_SIZE:
+      priv->session->SetLaneQueueSize (g_value_get_uint (value));
       break;
-    }
-    case PROP_MAX_IN_FLIGHT: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
-      priv->max_in_flight = g_value_get_uint (value);
-      priv->session->SetMaxInFlight (priv->max_in_flight);
+    case PROP_MAX_IN_FLIGHT:
+      priv->session->SetMaxInFlight (g_value_get_uint (value));
       break;
-    }
     case PROP_STATS_INTERVAL:
       priv->stats_interval_ms = g_value_get_uint (value);
       break;
@@ -1320,16 +1318,12 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_POLICY:
       g_value_set_enum (value, policy_to_enum (priv->session->policy ()));
       break;
-    case PROP_QUEUE_SIZE: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
-      g_value_set_uint (value, priv->queue_size);
+    case PROP_QUEUE_SIZE:
+      g_value_set_uint (value, priv->session->lane_queue_size ());
       break;
-    }
-    case PROP_MAX_IN_FLIGHT: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
-      g_value_set_uint (value, priv->max_in_flight);
+    case PROP_MAX_IN_FLIGHT:
+      g_value_set_uint (value, priv->session->max_in_flight ());
       break;
-    }
     case PROP_STATS:
       g_value_take_boxed (value,
           gst_gpufan_stats_to_structure (priv->session->Stats ()));
@@ -1467,8 +1461,4 @@ gst_gpufan_out_init (GstGpuFanOut * self)
       GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_activate_mode));
   GST_PAD_SET_PROXY_CAPS (self->sinkpad);
   gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
-
-  self->priv->session->SetPolicy (policy_from_enum (DEFAULT_POLICY));
-  self->priv->session->SetLaneQueueSize (DEFAULT_QUEUE_SIZE);
-  self->priv->session->SetMaxInFlight (DEFAULT_MAX_IN_FLIGHT);
 }

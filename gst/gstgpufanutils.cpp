@@ -101,16 +101,13 @@ gst_buffer_remove_gpufan_meta (GstBuffer * buffer, guint64 session_id)
 
 #define ITEM_SESSION_FIELD "gpufan-session"
 #define ITEM_SEQ_FIELD "gpufan-seq"
-#define ITEM_LANE_FIELD "gpufan-lane"
 
 void
-gst_gpufan_event_set_item (GstEvent * event, guint64 session_id, guint64 seq,
-    guint32 lane)
+gst_gpufan_event_set_item (GstEvent * event, guint64 session_id, guint64 seq)
 {
   GstStructure * s = gst_event_writable_structure (event);
   gst_structure_set (s, ITEM_SESSION_FIELD, G_TYPE_UINT64, session_id,
-      ITEM_SEQ_FIELD, G_TYPE_UINT64, seq, ITEM_LANE_FIELD, G_TYPE_UINT, lane,
-      nullptr);
+      ITEM_SEQ_FIELD, G_TYPE_UINT64, seq, nullptr);
 }
 
 gboolean
@@ -130,7 +127,7 @@ gst_gpufan_event_clear_item (GstEvent * event)
     return event;
   event = gst_event_make_writable (event);
   gst_structure_remove_fields (gst_event_writable_structure (event),
-      ITEM_SESSION_FIELD, ITEM_SEQ_FIELD, ITEM_LANE_FIELD, nullptr);
+      ITEM_SESSION_FIELD, ITEM_SEQ_FIELD, nullptr);
   return event;
 }
 
@@ -236,6 +233,20 @@ gst_gpufan_pair_query_claimed (GstQuery * query)
   gboolean claimed = FALSE;
   const GstStructure * s = gst_query_get_structure (query);
   return s && gst_structure_get_boolean (s, "claimed", &claimed) && claimed;
+}
+
+/* --- event de-duplication --- */
+
+bool
+GstGpuFanSeqnumMemory::Seen (guint32 seqnum)
+{
+  for (guint32 s : seqnums_)
+    if (s == seqnum)
+      return true;
+  seqnums_.push_back (seqnum);
+  if (seqnums_.size () > kRemembered)
+    seqnums_.pop_front ();
+  return false;
 }
 
 /* --- request pads --- */

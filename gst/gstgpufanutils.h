@@ -8,6 +8,7 @@
 
 #include <gst/gst.h>
 
+#include <deque>
 #include <functional>
 #include <memory>
 
@@ -54,7 +55,7 @@ G_END_DECLS
 /* The same identification for GAP events, which carry no meta: fields in the
  * event's structure. */
 void gst_gpufan_event_set_item (GstEvent * event, guint64 session_id,
-    guint64 seq, guint32 lane);
+    guint64 seq);
 gboolean gst_gpufan_event_get_item (GstEvent * event, guint64 * session_id,
     guint64 * seq);
 /* Returns @event without those fields (made writable if needed). */
@@ -88,6 +89,19 @@ void gst_gpufan_pair_query_set_depth (GstQuery * query, guint depth);
 gboolean gst_gpufan_request_pad_index (GstElement * element,
     const gchar * prefix, const gchar * name,
     const std::function<bool (guint)> & taken, guint * index);
+
+/* Remembers the last event seqnums seen (bounded): an event that comes once
+ * per lane is forwarded once. Not thread-safe: the owner locks. */
+class GstGpuFanSeqnumMemory {
+public:
+  /* TRUE if @seqnum was seen before; remembers it otherwise. */
+  bool Seen (guint32 seqnum);
+  void Clear () { seqnums_.clear (); }
+
+private:
+  static constexpr size_t kRemembered = 64;
+  std::deque<guint32> seqnums_;
+};
 
 /* The `gpufan-stats` structure (see docs/elements.md). */
 #define GST_GPUFAN_STATS_NAME "gpufan-stats"

@@ -90,7 +90,6 @@ size_t ReorderWindow::PopSettled(std::vector<Released>& out, int64_t now_ns) {
     }
     released_through_ = head.seq + 1;
     any_released_ = true;
-    last_release_ns_ = now_ns;
     slots_.pop_front();
     if (!slots_.empty())
       slots_.front().since_ns = std::max(slots_.front().since_ns, now_ns);
@@ -119,7 +118,7 @@ int64_t ReorderWindow::head_since_ns() const {
   return slots_.front().since_ns;
 }
 
-bool ReorderWindow::ExpireHead(int64_t /*now_ns*/) {
+bool ReorderWindow::ExpireHead() {
   if (!HeadPending())
     return false;
   slots_.front().state = SlotState::kExpired;

@@ -12,25 +12,24 @@ void ServiceTimeEstimator::AddSample(int64_t ns) {
   ring_[next_] = std::max<int64_t>(0, ns);
   next_ = (next_ + 1) % ring_.size();
   count_ = std::min(count_ + 1, ring_.size());
-}
-
-int64_t ServiceTimeEstimator::EstimateNs() const {
-  if (count_ == 0)
-    return 0;
+  // Computed here, once per completion, not at every read: the scheduler
+  // reads every lane's estimate for every item it dispatches.
   // Until the ring is full the samples held are ring_[0, count_).
-  std::vector<int64_t> held(
-      ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(count_));
+  scratch_.assign(ring_.begin(),
+                  ring_.begin() + static_cast<std::ptrdiff_t>(count_));
   // Lower median for an even count: always a real sample, and a single high
   // outlier (the usual kind: a stall) never moves it.
   const size_t mid = (count_ - 1) / 2;
-  std::nth_element(held.begin(),
-                   held.begin() + static_cast<std::ptrdiff_t>(mid), held.end());
-  return held[mid];
+  std::nth_element(scratch_.begin(),
+                   scratch_.begin() + static_cast<std::ptrdiff_t>(mid),
+                   scratch_.end());
+  estimate_ = scratch_[mid];
 }
 
 void ServiceTimeEstimator::Clear() {
   next_ = 0;
   count_ = 0;
+  estimate_ = 0;
 }
 
 }  // namespace gpufan

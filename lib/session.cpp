@@ -43,6 +43,8 @@ std::shared_ptr<Session> Session::Create(SessionConfig config,
 Session::Session(SessionConfig config, std::shared_ptr<Clock> clock)
     : id_(g_next_session_id.fetch_add(1)),
       clock_(std::move(clock)),
+      real_time_clock_(dynamic_cast<const SteadyClock *>(clock_.get()) !=
+                       nullptr),
       config_(Sanitized(config)),
       scheduler_(config_.policy) {}
 
@@ -66,6 +68,16 @@ void Session::SetLaneQueueSize(uint32_t size) {
   std::lock_guard<std::mutex> lock(mutex_);
   config_.lane_queue_size = std::max<uint32_t>(1, size);
   NotifyAllUnlocked();
+}
+
+uint32_t Session::lane_queue_size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return config_.lane_queue_size;
+}
+
+uint32_t Session::max_in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return config_.max_in_flight;
 }
 
 void Session::SetMaxInFlight(uint32_t limit) {
@@ -116,8 +128,7 @@ void Session::RemoveLane(uint32_t lane) {
   auto it = lanes_.find(lane);
   if (it == lanes_.end())
     return;
-  for (const Outstanding& item : it->second.outstanding)
-    DropOutstandingUnlocked(it->second, item, false);
+  DropAllOutstandingUnlocked(it->second);
   lanes_.erase(it);
   scheduler_.ResetCursors();
   NotifyAllUnlocked();
@@ -185,8 +196,7 @@ std::chrono::nanoseconds Session::AdmitWaitUnlocked() const {
   // The adaptive policy may wait for a full lane that should free a slot soon;
   // once that lane's current item is overdue it stops waiting for it, and no
   // event announces that moment. Only a real-time clock maps onto the wait.
-  if (config_.policy != Policy::kAdaptive ||
-      !dynamic_cast<const SteadyClock *>(clock_.get()))
+  if (config_.policy != Policy::kAdaptive || !real_time_clock_)
     return wait;
   const int64_t now = clock_->NowNs();
   for (const auto& [id, l] : lanes_) {
@@ -235,8 +245,7 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     return RecordDispatchUnlocked(*probe, pts_ns, now);
   }
 
-  std::vector<LaneLoad> loads;
-  loads.reserve(lanes_.size());
+  loads_.clear();
   for (const auto& [id, l] : lanes_) {
     LaneLoad load;
     load.lane = id;
@@ -247,9 +256,9 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     load.service_ns = l.service.EstimateNs();
     load.head_started_ns =
         l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
-    loads.push_back(load);
+    loads_.push_back(load);
   }
-  const Pick pick = scheduler_.Choose(loads, now);
+  const Pick pick = scheduler_.Choose(loads_, now);
   if (pick.status == PickStatus::kNone) {
     *no_lanes = true;
     return std::nullopt;
@@ -314,12 +323,9 @@ void Session::MarkStarted(uint32_t lane, uint64_t seq) {
   // when the session has already given up on the item (stall, flush).
   if (l->queued > 0)
     l->queued--;
-  for (Outstanding& item : l->outstanding) {
-    if (item.seq == seq) {
-      item.started_ns = clock_->NowNs();
-      break;
-    }
-  }
+  auto it = FindOutstandingUnlocked(*l, seq);
+  if (it != l->outstanding.end())
+    it->started_ns = clock_->NowNs();
   admit_cv_.notify_all();
 }
 
@@ -328,8 +334,7 @@ void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return;
-  auto it = std::find_if(l->outstanding.begin(), l->outstanding.end(),
-                         [seq](const Outstanding& o) { return o.seq == seq; });
+  auto it = FindOutstandingUnlocked(*l, seq);
   // Gone already: it arrived, expired, or the lane was reset.
   if (it == l->outstanding.end())
     return;
@@ -472,6 +477,12 @@ void Session::UnclaimLane(uint32_t lane) {
   DropAllOutstandingUnlocked(*l);
 }
 
+std::deque<Session::Outstanding>::iterator Session::FindOutstandingUnlocked(
+    Lane& lane, uint64_t seq) {
+  return std::find_if(lane.outstanding.begin(), lane.outstanding.end(),
+                      [seq](const Outstanding& o) { return o.seq == seq; });
+}
+
 void Session::DropAllOutstandingUnlocked(Lane& lane) {
   for (const Outstanding& item : lane.outstanding)
     DropOutstandingUnlocked(lane, item, false);
@@ -519,7 +530,7 @@ void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
       return;  // TakeReady expires the head now
     // Only a real-time clock's deadline maps onto a real-time wait; an injected
     // clock moves by itself, so the caller's bound applies.
-    if (dynamic_cast<const SteadyClock *>(clock_.get()))
+    if (real_time_clock_)
       wait_ns = std::min(wait_ns, remaining);
   }
   output_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), moved);
@@ -633,12 +644,11 @@ void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
     return;
   const uint64_t seq = window_.head_seq();
   Lane *l = FindLaneUnlocked(window_.head_lane());
-  window_.ExpireHead(now_ns);
+  window_.ExpireHead();
   if (!l)
     return;
   l->counters.timed_out++;
-  auto it = std::find_if(l->outstanding.begin(), l->outstanding.end(),
-                         [seq](const Outstanding& o) { return o.seq == seq; });
+  auto it = FindOutstandingUnlocked(*l, seq);
   if (it == l->outstanding.end())
     return;
   // If it still comes back without its meta, its pts is all that tells it

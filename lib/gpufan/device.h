@@ -13,14 +13,14 @@ namespace gpufan {
 
 enum class DeviceKind { kCpu, kCuda };
 
-GPUFAN_API const char* DeviceKindName(DeviceKind kind);
+GPUFAN_API const char *DeviceKindName(DeviceKind kind);
 
 // Plain value type.
 struct GPUFAN_API Device {
   DeviceKind kind = DeviceKind::kCpu;
-  int index = 0;          // CPU lane slot, or CUDA ordinal
-  std::string name;       // human readable, e.g. "cpu:0"
-  int numa_node = -1;     // -1: unknown
+  int index = 0;       // CPU lane slot, or CUDA ordinal
+  std::string name;    // human readable, e.g. "cpu:0"
+  int numa_node = -1;  // -1: unknown
   // CUDA only (filled by the GPU issue): PCI bus id, UUID, memory, capability.
   std::string pci_bus_id;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The reorder window: items leave in sequence order, whatever order they come
-// back in. Bounded by the session's in-flight limit (Session never opens more
-// slots than that), so this class itself only counts.
+// back in. Bounded by Session, which opens slots only for items in flight
+// (its limit plus at most one lane queue of probes), so this class only counts.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +18,8 @@ constexpr uint32_t kNoLane = UINT32_MAX;
 
 // One released entry, in output order.
 struct Released {
-  PayloadPtr payload;     // null for an item that was dropped or expired
-  uint64_t seq = 0;       // the slot's sequence number
+  PayloadPtr payload;       // null for an item that was dropped or expired
+  uint64_t seq = 0;         // the slot's sequence number
   uint32_t lane = kNoLane;  // kNoLane for attachments (events)
 };
 
@@ -31,8 +31,8 @@ struct Released {
 class GPUFAN_API ReorderWindow {
  public:
   enum class ArriveResult {
-    kStored,   // kept; released when every earlier slot has settled
-    kLate,     // its slot was already released (dropped/expired): caller drops it
+    kStored,  // kept; released when every earlier slot has settled
+    kLate,  // its slot was already released (dropped/expired): caller drops it
     kUnknown,  // never opened here
   };
 
@@ -62,14 +62,14 @@ class GPUFAN_API ReorderWindow {
   // Head (oldest open slot) introspection for stall handling.
   bool empty() const { return slots_.empty(); }
   bool HeadPending() const;
-  uint64_t head_seq() const;       // requires !empty()
-  uint32_t head_lane() const;      // requires !empty()
+  uint64_t head_seq() const;   // requires !empty()
+  uint32_t head_lane() const;  // requires !empty()
   // When the head became the head (max of its dispatch time and the release of
   // the slot before it). Requires !empty().
   int64_t head_since_ns() const;
   // Gives up on a pending head (the lane stalled): marks it expired so that the
   // next PopSettled releases past it. Returns false if the head is not pending.
-  bool ExpireHead(int64_t now_ns);
+  bool ExpireHead();
 
   size_t occupancy() const { return slots_.size(); }
   size_t peak_occupancy() const { return peak_; }
@@ -95,13 +95,12 @@ class GPUFAN_API ReorderWindow {
     std::vector<PayloadPtr> payloads;  // what came back for it
   };
 
-  Slot* Find(uint64_t seq);
+  Slot *Find(uint64_t seq);
 
   std::deque<Slot> slots_;
   std::vector<PayloadPtr> trailing_;  // attachments after every open slot
   uint64_t released_through_ = 0;     // every seq < this has left
   bool any_released_ = false;
-  int64_t last_release_ns_ = 0;
   size_t peak_ = 0;
 };
 

@@ -20,18 +20,19 @@ enum class Policy {
 
 // Nicks used by the GStreamer enum and by ParsePolicy: "round-robin",
 // "least-loaded", "weighted", "adaptive".
-GPUFAN_API const char* PolicyName(Policy policy);
+GPUFAN_API const char *PolicyName(Policy policy);
 GPUFAN_API std::optional<Policy> ParsePolicy(std::string_view nick);
 
 // What the scheduler sees of one lane at the moment of a pick.
 struct LaneLoad {
-  uint32_t lane = 0;           // lane id (the pad index)
-  bool eligible = true;        // linked, not failed, not ended
-  bool has_room = true;        // its queue can take one more item
-  uint32_t outstanding = 0;    // dispatched, not yet completed
-  double weight = 1.0;         // kWeighted; <= 0 excludes the lane
-  int64_t service_ns = 0;      // learned service time; 0 = not known yet
-  int64_t head_started_ns = -1;  // when the oldest outstanding item started; -1 none
+  uint32_t lane = 0;         // lane id (the pad index)
+  bool eligible = true;      // linked, not failed, not ended
+  bool has_room = true;      // its queue can take one more item
+  uint32_t outstanding = 0;  // dispatched, not yet completed
+  double weight = 1.0;       // kWeighted; <= 0 excludes the lane
+  int64_t service_ns = 0;    // learned service time; 0 = not known yet
+  int64_t head_started_ns =
+      -1;  // when the oldest outstanding item started; -1 none
 };
 
 enum class PickStatus {

@@ -23,7 +23,7 @@ class GPUFAN_API ServiceTimeEstimator {
   bool HasEstimate() const { return count_ > 0; }
   // Median of the samples held (the lower middle one for an even count, so
   // always a real sample); 0 when there is none.
-  int64_t EstimateNs() const;
+  int64_t EstimateNs() const { return estimate_; }
   size_t sample_count() const { return count_; }
   void Clear();
 
@@ -31,6 +31,8 @@ class GPUFAN_API ServiceTimeEstimator {
   std::vector<int64_t> ring_;
   size_t next_ = 0;
   size_t count_ = 0;
+  int64_t estimate_ = 0;
+  std::vector<int64_t> scratch_;  // reused by AddSample
 };
 
 }  // namespace gpufan

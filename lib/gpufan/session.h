@@ -11,11 +11,11 @@
 // back into the Session.
 //
 // Lifecycle of an item:
-//   fan-out  Dispatch()            -> seq on a lane (queued)
+//   fan-out  DispatchItem()        -> seq on a lane (queued)
 //   worker   MarkStarted()         -> the lane worker pushes it into its branch
-//   worker   OnPushed()            -> push result; completes items no fan-in waits for
-//   fan-in   Arrive()              -> came out of the branch (completes it)
-//   fan-in   TakeReady()           -> leaves in input order
+//   worker   OnPushed()            -> push result; completes items no fan-in
+//   waits for fan-in   Arrive()              -> came out of the branch
+//   (completes it) fan-in   TakeReady()           -> leaves in input order
 // A lane is *claimed* once a fan-in has paired with it (ClaimLane); only items
 // dispatched to a claimed lane are awaited by the reorder window.
 #pragma once
@@ -46,14 +46,16 @@ constexpr int64_t kNoTime = -1;
 
 struct SessionConfig {
   Policy policy = Policy::kAdaptive;
-  uint32_t lane_queue_size = 4;   // items queued per lane before it counts as full
+  uint32_t lane_queue_size =
+      4;  // items queued per lane before it counts as full
   // 0: automatic, lanes * (lane_queue_size + 2). When the limit is reached
   // while the window waits for a head whose lane is idle (its branch may have
   // dropped it), that lane still gets items, up to lane_queue_size + 1
   // outstanding and as many in flight beyond the limit: only a later item on
   // a FIFO lane proves the drop.
   uint32_t max_in_flight = 0;
-  int64_t stall_timeout_ns = 2'000'000'000;  // fan-in's bounded wait for a head item
+  int64_t stall_timeout_ns =
+      2'000'000'000;  // fan-in's bounded wait for a head item
 };
 
 enum class DispatchStatus {
@@ -78,7 +80,8 @@ enum class PushOutcome {
 enum class ArrivalStatus {
   kAccepted,   // stored in the window (or matched an unawaited item)
   kLate,       // its slot had been given up: drop it
-  kUnmatched,  // no outstanding item matches: it is attached to the next release
+  kUnmatched,  // no outstanding item matches: it is attached to the next
+               // release
 };
 
 struct Arrival {
@@ -93,8 +96,8 @@ struct ReadyBatch {
 
 class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
  public:
-  static std::shared_ptr<Session> Create(SessionConfig config = {},
-                                         std::shared_ptr<Clock> clock = nullptr);
+  static std::shared_ptr<Session> Create(
+      SessionConfig config = {}, std::shared_ptr<Clock> clock = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -105,10 +108,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // --- configuration ---
   void SetPolicy(Policy policy);
   Policy policy() const;
-  void SetLaneQueueSize(uint32_t size);   // >= 1
-  void SetMaxInFlight(uint32_t limit);    // 0: automatic
+  void SetLaneQueueSize(uint32_t size);  // >= 1
+  uint32_t lane_queue_size() const;
+  void SetMaxInFlight(uint32_t limit);  // 0: automatic
+  uint32_t max_in_flight() const;       // as set (0: automatic)
   uint32_t EffectiveMaxInFlight() const;
-  void SetStallTimeout(int64_t ns);       // > 0
+  void SetStallTimeout(int64_t ns);  // > 0
   int64_t stall_timeout_ns() const;
 
   // --- lanes (lane ids are the fan-out's src pad indices) ---
@@ -203,26 +208,34 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Session(SessionConfig config, std::shared_ptr<Clock> clock);
 
   // Helpers that expect mutex_ held.
-  std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool* no_lanes);
+  std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool *no_lanes);
   std::optional<uint32_t> ProbeLaneUnlocked();
   std::chrono::nanoseconds AdmitWaitUnlocked() const;
-  Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns, int64_t now_ns);
+  Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
+                                  int64_t now_ns);
   uint32_t EffectiveMaxInFlightUnlocked() const;
-  Lane* FindLaneUnlocked(uint32_t lane);
+  Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
-  void DropOutstandingUnlocked(Lane& lane, const Outstanding& item, bool failed);
+  void DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
+                               bool failed);
   void DropAllOutstandingUnlocked(Lane& lane);
+  static std::deque<Outstanding>::iterator FindOutstandingUnlocked(
+      Lane& lane, uint64_t seq);
   void ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
 
   const uint64_t id_;
   const std::shared_ptr<Clock> clock_;
+  // Only a real-time clock's deadlines map onto real-time waits; an injected
+  // clock moves by itself.
+  const bool real_time_clock_;
 
   mutable std::mutex mutex_;
   std::condition_variable admit_cv_;   // fan-out waits for room
   std::condition_variable output_cv_;  // fan-in waits for releasable items
   SessionConfig config_;
   Scheduler scheduler_;
+  std::vector<LaneLoad> loads_;  // reused by every dispatch
   std::map<uint32_t, Lane> lanes_;
   ReorderWindow window_;
   uint64_t next_seq_ = 0;

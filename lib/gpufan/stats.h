@@ -14,31 +14,32 @@ struct LaneStats {
   uint32_t lane = 0;
   Device device;
   double weight = 1.0;
-  bool eligible = true;    // linked, not failed, not ended
-  bool claimed = false;    // a fan-in waits for this lane's items
+  bool eligible = true;     // linked, not failed, not ended
+  bool claimed = false;     // a fan-in waits for this lane's items
   uint64_t dispatched = 0;  // items given to the lane
   uint64_t completed = 0;   // came back (fan-in) or pushed (no fan-in)
-  uint64_t dropped = 0;     // the branch dropped them (proved by FIFO order or EOS)
-  uint64_t failed = 0;      // the lane returned an error for them
-  uint64_t timed_out = 0;   // the fan-in stopped waiting for them (stall)
-  uint64_t late = 0;        // came back after their slot was given up
+  uint64_t dropped =
+      0;                // the branch dropped them (proved by FIFO order or EOS)
+  uint64_t failed = 0;  // the lane returned an error for them
+  uint64_t timed_out = 0;      // the fan-in stopped waiting for them (stall)
+  uint64_t late = 0;           // came back after their slot was given up
   uint64_t reorder_waits = 0;  // came back before an earlier item and waited
-  uint32_t queued = 0;      // dispatched, not yet started by the lane worker
-  uint32_t in_flight = 0;   // dispatched, not yet completed
-  int64_t service_ns = 0;   // learned service time (0: not known yet)
-  double fps = 0.0;         // completed / time since the first dispatch
+  uint32_t queued = 0;         // dispatched, not yet started by the lane worker
+  uint32_t in_flight = 0;      // dispatched, not yet completed
+  int64_t service_ns = 0;      // learned service time (0: not known yet)
+  double fps = 0.0;            // completed / time since the first dispatch
 };
 
 struct SessionStats {
   Policy policy = Policy::kAdaptive;
   uint64_t dispatched = 0;
-  uint64_t released = 0;    // left the reorder window (items, not events)
-  uint64_t unmatched = 0;   // came back with no way to tell which item they were
+  uint64_t released = 0;   // left the reorder window (items, not events)
+  uint64_t unmatched = 0;  // came back with no way to tell which item they were
   uint32_t in_flight = 0;
   uint32_t max_in_flight = 0;
   uint32_t window_occupancy = 0;
   uint32_t window_peak = 0;
-  int64_t elapsed_ns = 0;   // since the first dispatch
+  int64_t elapsed_ns = 0;        // since the first dispatch
   std::vector<LaneStats> lanes;  // ordered by lane id
 };
 

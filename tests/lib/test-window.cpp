@@ -92,10 +92,10 @@ TEST(ReorderWindow, DropAndExpireLeaveEmptyEntries) {
   EXPECT_FALSE(w.Drop(7));
   w.Arrive(2, P("c"));
   EXPECT_EQ(w.head_since_ns(), 0);
-  EXPECT_TRUE(w.ExpireHead(50));
-  EXPECT_FALSE(w.ExpireHead(50));
+  EXPECT_TRUE(w.ExpireHead());
+  EXPECT_FALSE(w.ExpireHead());
   EXPECT_EQ(Pop(w, 60), (Strings{"-@0/0", "-@1/1", "c@2/2"}));
-  EXPECT_FALSE(w.ExpireHead(70));  // empty
+  EXPECT_FALSE(w.ExpireHead());  // empty
 }
 
 TEST(ReorderWindow, LateArrivalsAreRefused) {
@@ -103,11 +103,11 @@ TEST(ReorderWindow, LateArrivalsAreRefused) {
   w.Open(0, 0, 0);
   w.Open(1, 0, 0);
   w.Drop(0);
-  w.ExpireHead(0);  // head is dropped already: nothing to expire
+  w.ExpireHead();  // head is dropped already: nothing to expire
   // Still in the window but given up: late, and not kept.
   EXPECT_EQ(w.Arrive(0, P("a")), ReorderWindow::ArriveResult::kLate);
   EXPECT_EQ(Pop(w), (Strings{"-@0/0"}));
-  EXPECT_TRUE(w.ExpireHead(5));
+  EXPECT_TRUE(w.ExpireHead());
   EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kLate);
   EXPECT_EQ(Pop(w), (Strings{"-@1/0"}));
   EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kLate);
@@ -274,7 +274,7 @@ std::string RunScenario(uint32_t seed) {
       const bool pending = !slots.empty() && !slots.front()->settled;
       if (w.HeadPending() != pending)
         return "HeadPending mismatch";
-      if (w.ExpireHead(now) != pending)
+      if (w.ExpireHead() != pending)
         return "ExpireHead result mismatch";
       if (pending)
         slots.front()->given_up = slots.front()->settled = true;
