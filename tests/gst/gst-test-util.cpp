@@ -1157,6 +1157,49 @@ const GstStructure *StatsLaneById(const GstStructure *stats, guint id) {
   return nullptr;
 }
 
+void CheckRequestPadNaming(const char *factory, const char *prefix,
+                           guint explicit_index) {
+  GstElement *element = gst_element_factory_make(factory, nullptr);
+  ASSERT_NE(element, nullptr) << factory;
+  const std::string any = std::string(prefix) + "%u";
+  auto name_of = [](GstPad *pad) {
+    gchar *n = gst_pad_get_name(pad);
+    std::string s = n;
+    g_free(n);
+    return s;
+  };
+  std::vector<GstPad *> pads;
+  for (int i = 0; i < 3; i++) {
+    pads.push_back(gst_element_request_pad_simple(element, any.c_str()));
+    ASSERT_NE(pads.back(), nullptr);
+    EXPECT_EQ(name_of(pads.back()), prefix + std::to_string(i));
+  }
+  gst_element_release_request_pad(element, pads[1]);
+  gst_object_unref(pads[1]);
+  pads[1] = gst_element_request_pad_simple(element, any.c_str());
+  ASSERT_NE(pads[1], nullptr);
+  EXPECT_EQ(name_of(pads[1]), std::string(prefix) + "1")
+      << "the lowest free index is reused";
+  const std::string explicit_name = prefix + std::to_string(explicit_index);
+  GstPad *explicit_pad =
+      gst_element_request_pad_simple(element, explicit_name.c_str());
+  ASSERT_NE(explicit_pad, nullptr)
+      << "explicit " << explicit_name << " refused";
+  EXPECT_EQ(name_of(explicit_pad), explicit_name);
+  pads.push_back(explicit_pad);
+  GstPad *next = gst_element_request_pad_simple(element, any.c_str());
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(name_of(next), std::string(prefix) + "3");
+  pads.push_back(next);
+  for (GstPad *p : pads) {
+    gst_element_release_request_pad(element, p);
+    gst_object_unref(p);
+  }
+  EXPECT_EQ(element->numpads, 1) << "request pads left after release "
+                                    "(only the always pad should remain)";
+  gst_object_unref(element);
+}
+
 void CycleStatesWithAndWithoutPads(const char *factory,
                                    const char *pad_template) {
   for (int pads = 0; pads <= 2; pads += 2) {

@@ -58,8 +58,8 @@ long FirstBuffer(const std::vector<Entry>& entries) {
 // The state of a pad's task; STOPPED when it has none.
 GstTaskState PadTaskState(GstPad *pad) {
   GST_OBJECT_LOCK(pad);
-  GstTask *task = GST_PAD_TASK(pad) ? GST_TASK(gst_object_ref(GST_PAD_TASK(pad)))
-                                    : nullptr;
+  GstTask *task =
+      GST_PAD_TASK(pad) ? GST_TASK(gst_object_ref(GST_PAD_TASK(pad))) : nullptr;
   GST_OBJECT_UNLOCK(pad);
   if (!task)
     return GST_TASK_STOPPED;
@@ -192,35 +192,7 @@ TEST(GpuFanoutProperties, SrcPadIsGpuFanoutPadWithWeight) {
 // ------------------------------------------------------- pads (scenario 2) ---
 
 TEST(GpuFanoutPads, RequestNamingLowestFreeAndExplicit) {
-  GstElement *f = gst_element_factory_make("gpufanout", nullptr);
-  ASSERT_NE(f, nullptr);
-  std::vector<GstPad *> pads;
-  for (int i = 0; i < 3; i++) {
-    pads.push_back(gst_element_request_pad_simple(f, "src_%u"));
-    ASSERT_NE(pads.back(), nullptr);
-    EXPECT_EQ(PadName(pads.back()), "src_" + std::to_string(i));
-  }
-  gst_element_release_request_pad(f, pads[1]);
-  gst_object_unref(pads[1]);
-  pads[1] = gst_element_request_pad_simple(f, "src_%u");
-  ASSERT_NE(pads[1], nullptr);
-  EXPECT_EQ(PadName(pads[1]), "src_1") << "the lowest free index is reused";
-
-  GstPad *p100 = gst_element_request_pad_simple(f, "src_100");
-  ASSERT_NE(p100, nullptr) << "explicit src_100 refused";
-  EXPECT_EQ(PadName(p100), "src_100");
-  pads.push_back(p100);
-  GstPad *next = gst_element_request_pad_simple(f, "src_%u");
-  ASSERT_NE(next, nullptr);
-  EXPECT_EQ(PadName(next), "src_3");
-  pads.push_back(next);
-
-  for (GstPad *p : pads) {
-    gst_element_release_request_pad(f, p);
-    gst_object_unref(p);
-  }
-  EXPECT_EQ(f->numsrcpads, 0);
-  gst_object_unref(f);
+  CheckRequestPadNaming("gpufanout", "src_", 100);
 }
 
 TEST(GpuFanoutPads, UnknownTemplateRefused) {
@@ -972,8 +944,9 @@ TEST(GpuFanoutStress, RequestAndReleasePadsWhileTwoThreadsPush) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }  // stops and joins the three threads
 
-  EXPECT_TRUE(problems.empty()) << problems.size() << " problem(s), first: "
-                                << (problems.empty() ? "" : problems[0]);
+  EXPECT_TRUE(problems.empty())
+      << problems.size()
+      << " problem(s), first: " << (problems.empty() ? "" : problems[0]);
   EXPECT_GT(cycles.load(), 0);
   EXPECT_GT(pushed[0].load(), 0u);
   EXPECT_GT(pushed[1].load(), 0u);
@@ -1113,8 +1086,7 @@ TEST(GpuFanoutFlow, ErrorLaneReleasesUpstreamBlockedInPoolAcquire) {
     for (uint64_t i = 0; i < 64 && !stop; i++) {
       GstBuffer *buffer = nullptr;
       acquiring++;
-      if (gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr) !=
-          GST_FLOW_OK)
+      if (gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr) != GST_FLOW_OK)
         break;  // the pool was deactivated: the test is over
       acquired++;
       guint8 bytes[8];
@@ -1143,8 +1115,8 @@ TEST(GpuFanoutFlow, ErrorLaneReleasesUpstreamBlockedInPoolAcquire) {
     }
     return true;
   };
-  ASSERT_TRUE(wait_until([&] { return rig.lane(1).BlockedInChain() == 1; },
-                         kWait))
+  ASSERT_TRUE(
+      wait_until([&] { return rig.lane(1).BlockedInChain() == 1; }, kWait))
       << "lane 1 never got a buffer";
   // The precondition: every pool buffer sits in lane 1's queue and upstream
   // waits in acquire (not in the chain).

@@ -580,15 +580,15 @@ TEST(PipelineBackpressure, OneBlockedLaneDoesNotStallTheOthersBeyondTheWindow) {
   RecordLog& out = p.Record("out", "sink");
   RecordLog& lane0 = p.Record("b0", "src");
   RecordLog& lane2 = p.Record("b2", "src");
-  g_signal_connect(p.element("b1"), "handoff",
-                   G_CALLBACK(HandoffGate::Handoff), &gate);
+  g_signal_connect(p.element("b1"), "handoff", G_CALLBACK(HandoffGate::Handoff),
+                   &gate);
   ASSERT_TRUE(p.Play());
 
   int64_t blocked_at;
   {
     std::unique_lock<std::mutex> lock(gate.mutex);
-    ASSERT_TRUE(gate.cond.wait_for(lock, kWait,
-                                   [&] { return gate.blocked_at >= 0; }))
+    ASSERT_TRUE(
+        gate.cond.wait_for(lock, kWait, [&] { return gate.blocked_at >= 0; }))
         << "lane 1 never got a buffer >= " << gate.from;
     blocked_at = gate.blocked_at;
   }
