@@ -177,16 +177,20 @@ void InstallWatchdog() {
 
 // ---------------------------------------------------------------- buffers ---
 
-GstBuffer *MakeIndexedBuffer(uint64_t index, gsize size) {
-  GstBuffer *buffer =
-      gst_buffer_new_allocate(nullptr, std::max<gsize>(size, 8), nullptr);
+void WriteIndex(GstBuffer *buffer, uint64_t index) {
   guint8 bytes[8];
   for (int i = 0; i < 8; i++)
     bytes[i] = static_cast<guint8>(index >> (8 * i));
-  gst_buffer_memset(buffer, 0, 0, gst_buffer_get_size(buffer));
   gst_buffer_fill(buffer, 0, bytes, sizeof bytes);
   GST_BUFFER_PTS(buffer) = index * kFrame;
   GST_BUFFER_DURATION(buffer) = kFrame;
+}
+
+GstBuffer *MakeIndexedBuffer(uint64_t index, gsize size) {
+  GstBuffer *buffer =
+      gst_buffer_new_allocate(nullptr, std::max<gsize>(size, 8), nullptr);
+  gst_buffer_memset(buffer, 0, 0, gst_buffer_get_size(buffer));
+  WriteIndex(buffer, index);
   GST_BUFFER_OFFSET(buffer) = index;
   return buffer;
 }
@@ -1112,13 +1116,7 @@ GstPadProbeReturn IndexStamper::Probe(GstPad *, GstPadProbeInfo *info,
                                       gpointer data) {
   auto *self = static_cast<IndexStamper *>(data);
   GstBuffer *buffer = gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
-  const uint64_t index = self->next_++;
-  guint8 bytes[8];
-  for (int i = 0; i < 8; i++)
-    bytes[i] = static_cast<guint8>(index >> (8 * i));
-  gst_buffer_fill(buffer, 0, bytes, sizeof bytes);
-  GST_BUFFER_PTS(buffer) = index * kFrame;
-  GST_BUFFER_DURATION(buffer) = kFrame;
+  WriteIndex(buffer, self->next_++);
   GST_PAD_PROBE_INFO_DATA(info) = buffer;
   return GST_PAD_PROBE_OK;
 }

@@ -79,6 +79,9 @@ class ExpectLog {
 // A buffer of `size` bytes whose first 8 bytes hold `index` (little endian),
 // PTS = index * kFrame, duration kFrame, offset = index.
 GstBuffer *MakeIndexedBuffer(uint64_t index, gsize size = 16);
+// Writes `index` into a writable buffer's first 8 bytes (little endian) and
+// sets PTS = index frames, DURATION = one frame.
+void WriteIndex(GstBuffer *buffer, uint64_t index);
 // The index written by MakeIndexedBuffer / IndexStamper, or -1.
 int64_t DataIndex(GstBuffer *buffer);
 // PTS / kFrame, or -1 when the PTS is not set.

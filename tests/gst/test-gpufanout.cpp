@@ -1089,12 +1089,7 @@ TEST(GpuFanoutFlow, ErrorLaneReleasesUpstreamBlockedInPoolAcquire) {
       if (gst_buffer_pool_acquire_buffer(pool, &buffer, nullptr) != GST_FLOW_OK)
         break;  // the pool was deactivated: the test is over
       acquired++;
-      guint8 bytes[8];
-      for (int b = 0; b < 8; b++)
-        bytes[b] = static_cast<guint8>(i >> (8 * b));
-      gst_buffer_fill(buffer, 0, bytes, sizeof bytes);
-      GST_BUFFER_PTS(buffer) = i * kFrame;
-      GST_BUFFER_DURATION(buffer) = kFrame;
+      WriteIndex(buffer, i);
       GstFlowReturn r = gst_pad_push(upstream, buffer);
       {
         std::lock_guard<std::mutex> lock(mutex);
