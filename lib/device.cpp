@@ -16,6 +16,18 @@ const char *DeviceKindName(DeviceKind kind) {
   return "unknown";
 }
 
+const char *SupportName(Support support) {
+  switch (support) {
+    case Support::kUnknown:
+      return "unknown";
+    case Support::kNo:
+      return "no";
+    case Support::kYes:
+      return "yes";
+  }
+  return "unknown";
+}
+
 Device Device::Cpu(int index) {
   Device device;
   device.kind = DeviceKind::kCpu;

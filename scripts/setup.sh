@@ -32,6 +32,8 @@ packages=(
   gstreamer1.0-plugins-base         # videotestsrc, videoconvert, decodebin
   gstreamer1.0-plugins-good         # jpegenc/jpegdec, matroskamux/demux
   gstreamer1.0-plugins-bad          # gaussianblur (gaudieffects), for the demo
+  libffmpeg-nvenc-dev               # ffnvcodec: CUDA driver API types (libcuda is loaded at run time)
+  libhwloc-dev                      # NUMA topology, thread binding, node-bound memory
   libgtest-dev                      # GoogleTest
   cppcheck                          # static checker run by run-tests.sh
   clang-format                      # formatter (.clang-format)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Devices a lane can be bound to. CPU devices today; the CUDA kind is reserved
-// for the GPU issue, which fills in discovery and the fields marked below.
+// Devices a lane can be bound to: CUDA GPUs (found through the driver loaded
+// at run time, see cuda.h) and CPU lanes.
 #pragma once
 
 #include <cstdint>
@@ -15,14 +15,29 @@ enum class DeviceKind { kCpu, kCuda };
 
 GPUFAN_API const char *DeviceKindName(DeviceKind kind);
 
+// Whether a device has a capability; kUnknown when nothing could tell.
+enum class Support { kUnknown, kNo, kYes };
+
+GPUFAN_API const char *SupportName(Support support);
+
 // Plain value type.
 struct GPUFAN_API Device {
   DeviceKind kind = DeviceKind::kCpu;
   int index = 0;       // CPU lane slot, or CUDA ordinal
-  std::string name;    // human readable, e.g. "cpu:0"
-  int numa_node = -1;  // -1: unknown
-  // CUDA only (filled by the GPU issue): PCI bus id, UUID, memory, capability.
-  std::string pci_bus_id;
+  std::string name;    // human readable, e.g. "cpu:0", "NVIDIA H100 80GB HBM3"
+  int numa_node = -1;  // -1: unknown (the platform did not say)
+  // CPUs local to the device (its NUMA node's cpuset); empty: unknown, and
+  // worker threads are then left unbound.
+  std::vector<int> local_cpus;
+
+  // CUDA only.
+  std::string pci_bus_id;     // "0000:3b:00.0" (domain:bus:device.function)
+  std::string uuid;           // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  uint64_t total_memory = 0;  // bytes; free memory is read at run time
+  int cc_major = 0;           // compute capability
+  int cc_minor = 0;
+  Support nvenc = Support::kUnknown;
+  Support nvdec = Support::kUnknown;
 
   static Device Cpu(int index);
   // "cpu:0 (numa ?)" style description for logs and stats.
