@@ -186,9 +186,10 @@ void HostPool::Release(const HostBlock& block) {
   Entry& entry = it->second;
   if (!entry.in_use)
     throw std::invalid_argument("HostPool::Release: block released twice");
+  // First what may throw (bad_alloc), so that a failure changes nothing.
+  idle_[entry.size].push_back(block.data);
   entry.in_use = false;
   entry.released_at = ++release_clock_;
-  idle_[entry.size].push_back(block.data);
   idle_bytes_ += entry.size;
   --stats_.blocks_in_use;
   ++stats_.blocks_idle;
