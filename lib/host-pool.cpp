@@ -141,8 +141,12 @@ HostBlock HostPool::Acquire(size_t bytes) {
     const uint64_t busy = stats_.bytes_reserved - idle_bytes_;
     if (size > max_bytes_ || busy > max_bytes_ - size)
       throw HostPoolExhausted(node_, size, max_bytes_, busy);
-    while (stats_.bytes_reserved + size > max_bytes_)
-      victims.push_back(EvictOneUnlocked());
+    while (stats_.bytes_reserved + size > max_bytes_) {
+      const Victim victim = EvictOneUnlocked();
+      if (victim.data == nullptr)
+        break;  // not reached: the idle blocks were counted above
+      victims.push_back(victim);
+    }
     stats_.bytes_reserved += size;
   }
   // Evictions and the new block's work happen unlocked: pinning a large
@@ -202,22 +206,23 @@ HostPoolStats HostPool::stats() const {
 
 HostPool::Victim HostPool::EvictOneUnlocked() {
   // The front of each class is its least recently released block.
-  auto oldest = idle_.end();
-  for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-    if (it->second.empty())
-      continue;
-    if (oldest == idle_.end() ||
-        blocks_.at(it->second.front()).released_at <
-            blocks_.at(oldest->second.front()).released_at)
-      oldest = it;
+  std::vector<void *> *oldest = nullptr;
+  for (auto& [size, list] : idle_) {
+    if (!list.empty() &&
+        (oldest == nullptr || blocks_.at(list.front()).released_at <
+                                  blocks_.at(oldest->front()).released_at))
+      oldest = &list;
   }
-  // Callers checked that the idle blocks cover what they need.
-  void *data = oldest->second.front();
-  oldest->second.erase(oldest->second.begin());
-  if (oldest->second.empty())
-    idle_.erase(oldest);
+  if (oldest == nullptr)
+    return Victim{nullptr, 0, false};
+  void *data = oldest->front();
+  oldest->erase(oldest->begin());
   auto node = blocks_.extract(data);
   const Entry& entry = node.mapped();
+  // A class emptied by eviction is likely gone with the old caps; a class
+  // emptied by Acquire() keeps its list, to be refilled without allocating.
+  if (oldest->empty())
+    idle_.erase(entry.size);
   idle_bytes_ -= entry.size;
   --stats_.blocks_idle;
   ++stats_.evictions;

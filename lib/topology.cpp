@@ -85,8 +85,11 @@ bool Topology::FillLocality(Device& device) const {
 namespace detail {
 
 void *MapPages(size_t bytes) {
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const int prot = PROT_READ | PROT_WRITE;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  // fd -1 is what MAP_ANONYMOUS asks for.
+  // cppcheck-suppress invalidFunctionArg
+  void *p = mmap(nullptr, bytes, prot, flags, -1, 0);
   if (p == MAP_FAILED)
     throw std::bad_alloc();
   return p;

@@ -150,7 +150,8 @@ class GPUFAN_API HostPool {
   class Pending;
 
   // Removes the least recently released idle block from the books and
-  // returns it; the caller frees it outside the lock.
+  // returns it (a null Victim when none is idle); the caller frees it outside
+  // the lock.
   Victim EvictOneUnlocked();
   // Writes every page once; true when done from a thread bound to the
   // node's CPUs.
