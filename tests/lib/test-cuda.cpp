@@ -3,6 +3,7 @@
 // helper (through a fake driver table), the loader on libraries that must
 // fail, and, where a GPU opens, discovery, contexts, stream pools and pinning.
 // test-cuda-nodriver.cpp covers the public API with the driver forced away.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -374,6 +375,160 @@ TEST(CudaGpu, FreeMemoryIsAtMostTotal) {
     EXPECT_GT(free, 0u) << d.name;
     EXPECT_LE(free, d.total_memory) << d.name;
   }
+}
+
+// --- Over the stand-in driver (fake-libcuda.cpp) ----------------------------
+// It counts what a real driver hides: retains, live streams and their flags,
+// registrations and their flags, the context stack.
+
+struct FakeDriverView {
+  int (*retains)(int device);
+  int (*live_streams)();
+  long (*stream_flags)(int n);
+  long (*registered_flags)(void *p);
+  int (*context_depth)();
+};
+
+// The counters of the driver in use, or nullptr when it is not the fake.
+const FakeDriverView *Fake() {
+  static FakeDriverView view;
+  static const FakeDriverView *found = []() -> const FakeDriverView * {
+    const char *path = std::getenv("GPUFAN_LIBCUDA");
+    if (path == nullptr || !Available())
+      return nullptr;
+    // Already loaded by the back end: RTLD_NOLOAD only finds it.
+    void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (library == nullptr)
+      return nullptr;
+    view.retains = reinterpret_cast<int (*)(int)>(
+        dlsym(library, "gpufan_fake_cuda_retains"));
+    view.live_streams = reinterpret_cast<int (*)()>(
+        dlsym(library, "gpufan_fake_cuda_live_streams"));
+    view.stream_flags = reinterpret_cast<long (*)(int)>(
+        dlsym(library, "gpufan_fake_cuda_stream_flags"));
+    view.registered_flags = reinterpret_cast<long (*)(void *)>(
+        dlsym(library, "gpufan_fake_cuda_registered_flags"));
+    view.context_depth = reinterpret_cast<int (*)()>(
+        dlsym(library, "gpufan_fake_cuda_context_depth"));
+    dlclose(library);  // drops only the reference RTLD_NOLOAD took
+    return view.retains != nullptr && view.live_streams != nullptr &&
+                   view.stream_flags != nullptr &&
+                   view.registered_flags != nullptr &&
+                   view.context_depth != nullptr
+               ? &view
+               : nullptr;
+  }();
+  return found;
+}
+
+#define REQUIRE_FAKE()                                                  \
+  do {                                                                  \
+    if (Fake() == nullptr)                                              \
+      GTEST_SKIP() << "needs the stand-in driver (test-lib-cuda-fake)"; \
+  } while (0)
+
+TEST(CudaFake, ContextIsRetainedOnceAndReleasedByTheLastHolder) {
+  REQUIRE_FAKE();
+  // Discovery's codec probes gave their context back.
+  Discover();
+  EXPECT_EQ(Fake()->retains(0), 0);
+  std::shared_ptr<PrimaryContext> a = PrimaryContext::Retain(0);
+  std::shared_ptr<PrimaryContext> b = PrimaryContext::Retain(0);
+  std::shared_ptr<PrimaryContext> other = PrimaryContext::Retain(1);
+  EXPECT_EQ(Fake()->retains(0), 1);
+  EXPECT_EQ(Fake()->retains(1), 1);
+  EXPECT_NE(a->handle(), other->handle());
+  a.reset();
+  EXPECT_EQ(Fake()->retains(0), 1);
+  b.reset();
+  EXPECT_EQ(Fake()->retains(0), 0);
+  other.reset();
+  EXPECT_EQ(Fake()->retains(1), 0);
+}
+
+TEST(CudaFake, PushesBalance) {
+  REQUIRE_FAKE();
+  const std::shared_ptr<PrimaryContext> context = PrimaryContext::Retain(0);
+  EXPECT_EQ(Fake()->context_depth(), 0);
+  {
+    PrimaryContext::ScopedPush outer(*context);
+    PrimaryContext::ScopedPush inner(*context);
+    EXPECT_EQ(Fake()->context_depth(), 2);
+  }
+  EXPECT_EQ(Fake()->context_depth(), 0);
+  FreeMemory(1);
+  { StreamPool::Stream lease = StreamPool::ForDevice(0, 1)->Acquire(); }
+  EXPECT_EQ(Fake()->context_depth(), 0);
+  // A failed call leaves the stack as it found it.
+  EXPECT_THROW(FreeMemory(7), Error);
+  EXPECT_EQ(Fake()->context_depth(), 0);
+}
+
+TEST(CudaFake, StreamsAreNonBlockingAndDieWithThePool) {
+  REQUIRE_FAKE();
+  const int before = Fake()->live_streams();
+  int created = 0;
+  while (Fake()->stream_flags(created) >= 0)
+    ++created;
+  {
+    std::shared_ptr<StreamPool> pool = StreamPool::ForDevice(1, 3);
+    std::vector<StreamPool::Stream> leases;
+    for (int i = 0; i < 3; ++i)
+      leases.push_back(pool->Acquire());
+    EXPECT_THROW(pool->Acquire(), StreamPoolExhausted);
+    EXPECT_EQ(Fake()->live_streams(), before + 3);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(Fake()->stream_flags(created + i), CU_STREAM_NON_BLOCKING);
+    EXPECT_EQ(Fake()->retains(1), 1);
+    // Leases outlive the caller's handle on the pool.
+    pool.reset();
+    EXPECT_EQ(Fake()->live_streams(), before + 3);
+  }
+  EXPECT_EQ(Fake()->live_streams(), before);
+  EXPECT_EQ(Fake()->retains(1), 0);
+}
+
+TEST(CudaFake, RegisterHostIsPortableAndHoldsItsContext) {
+  REQUIRE_FAKE();
+  std::vector<char> host(1 << 20);
+  RegisterHost(host.data(), host.size());
+  EXPECT_EQ(Fake()->registered_flags(host.data()),
+            static_cast<long>(internal::kMemHostRegisterPortable));
+  // The registration belongs to the context it was made in.
+  EXPECT_EQ(Fake()->retains(0), 1);
+  try {
+    RegisterHost(host.data(), host.size());
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Error::kNoCode) << e.what();
+  }
+  UnregisterHost(host.data());
+  EXPECT_EQ(Fake()->registered_flags(host.data()), -1);
+  EXPECT_EQ(Fake()->retains(0), 0);
+}
+
+TEST(CudaFake, DriverErrorsArriveTyped) {
+  REQUIRE_FAKE();
+  std::vector<char> host(4096);
+  // Registered behind our back: the driver refuses the second registration
+  // and the error says so by name.
+  const std::shared_ptr<PrimaryContext> context = PrimaryContext::Retain(0);
+  const internal::Driver& driver = internal::RequireDriver();
+  {
+    PrimaryContext::ScopedPush push(*context);
+    GPUFAN_CU_CHECK(driver, cuMemHostRegister_v2(host.data(), host.size(), 0));
+  }
+  try {
+    RegisterHost(host.data(), host.size());
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), 712);
+    EXPECT_EQ(e.name(), "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+  }
+  // Not ours to undo.
+  EXPECT_THROW(UnregisterHost(host.data()), Error);
+  PrimaryContext::ScopedPush push(*context);
+  GPUFAN_CU_CHECK(driver, cuMemHostUnregister(host.data()));
 }
 
 #endif  // GPUFAN_HAVE_CUDA
