@@ -71,7 +71,8 @@ GPUFAN_API bool Available(std::string *why_not = nullptr);
 // capability, and NVENC/NVDEC support where the codec libraries can tell.
 // numa_node and local_cpus are left for the topology code to fill. Empty when
 // there is none, and *why_none (when given) says why. Computed once per
-// process, since the driver fixes its device list at cuInit. Thread-safe.
+// process, since the driver fixes its device list at cuInit; that first call
+// is slow (the codec probes make each device's primary context). Thread-safe.
 GPUFAN_API std::vector<Device> Discover(std::string *why_none = nullptr);
 
 // Free device memory in bytes, read now. Retains the device's primary context
@@ -83,11 +84,12 @@ GPUFAN_API uint64_t FreeMemory(int ordinal);
 // Page-locks `bytes` of existing host memory at `p` for fast, asynchronous
 // copies to any device. The registration is made PORTABLE, so every context
 // sees the memory as pinned, not only the one current at registration: one
-// NUMA host pool can feed lanes on several GPUs. Throws Error (also when `p`
-// is already registered). Thread-safe.
+// NUMA host pool can feed lanes on several GPUs. Page-aligned `p` and
+// `bytes` are safest (older drivers require them). Throws Error (also when
+// `p` is already registered). Thread-safe.
 GPUFAN_API void RegisterHost(void *p, size_t bytes);
-// Undoes RegisterHost(p, ...). Throws Error when `p` was not registered here.
-// Thread-safe.
+// Undoes RegisterHost(p, ...); call it before the memory is freed. Throws
+// Error when `p` was not registered here. Thread-safe.
 GPUFAN_API void UnregisterHost(void *p);
 
 // A device's primary context (the one the CUDA runtime and GStreamer's
