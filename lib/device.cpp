@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "gpufan/cuda.h"
+
 namespace gpufan {
 
 const char *DeviceKindName(DeviceKind kind) {
@@ -47,10 +49,11 @@ std::string Device::Describe() const {
 
 DeviceRegistry DeviceRegistry::Discover() {
   DeviceRegistry registry;
+  registry.devices_ = cuda::Discover(&registry.gpu_note_);
   // hardware_concurrency() may return 0 when it cannot tell: one lane still
   // works.
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  registry.devices_.reserve(cpus);
+  registry.devices_.reserve(registry.devices_.size() + cpus);
   for (unsigned i = 0; i < cpus; ++i)
     registry.devices_.push_back(Device::Cpu(static_cast<int>(i)));
   return registry;

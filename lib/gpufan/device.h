@@ -49,13 +49,18 @@ struct GPUFAN_API Device {
 // immutable afterwards.
 class GPUFAN_API DeviceRegistry {
  public:
-  // Today: one CPU device per online CPU (std::thread::hardware_concurrency,
-  // at least 1). The GPU issue adds CUDA devices ahead of CPU ones.
+  // The CUDA devices (cuda::Discover(), ordered by ordinal) first, then one
+  // CPU device per online CPU (std::thread::hardware_concurrency, at least
+  // 1).
   static DeviceRegistry Discover();
 
   const std::vector<Device>& devices() const { return devices_; }
   size_t cpu_count() const;
   size_t gpu_count() const;
+  // Why there is no GPU ("libcuda.so.1 not found (no NVIDIA driver): ...",
+  // "built without CUDA support ..."): the text for the one warning a user
+  // should see. Empty when there are GPUs.
+  const std::string& gpu_note() const { return gpu_note_; }
 
   // The device lane `lane_index` gets by default: GPUs round-robin when any
   // exist, else CPU device `lane_index % cpu_count()`.
@@ -63,6 +68,7 @@ class GPUFAN_API DeviceRegistry {
 
  private:
   std::vector<Device> devices_;
+  std::string gpu_note_;
 };
 
 }  // namespace gpufan

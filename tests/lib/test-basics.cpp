@@ -43,8 +43,17 @@ TEST(Device, CpuDevice) {
 TEST(Device, DiscoverHasCpusAndDefaultsWrap) {
   const DeviceRegistry registry = DeviceRegistry::Discover();
   ASSERT_GE(registry.cpu_count(), 1u);
-  EXPECT_EQ(registry.gpu_count(), 0u);
-  EXPECT_EQ(registry.devices().size(), registry.cpu_count());
+  EXPECT_EQ(registry.devices().size(),
+            registry.gpu_count() + registry.cpu_count());
+  // GPUs come first and take the default lanes (test-cuda.cpp checks them).
+  if (registry.gpu_count() > 0) {
+    EXPECT_EQ(registry.gpu_note(), "");
+    EXPECT_EQ(registry.devices().front().kind, DeviceKind::kCuda);
+    EXPECT_EQ(registry.DefaultForLane(0).kind, DeviceKind::kCuda);
+    return;
+  }
+  // No GPU: a note says why, and lanes wrap over the CPU devices.
+  EXPECT_NE(registry.gpu_note(), "");
   const uint32_t n = static_cast<uint32_t>(registry.cpu_count());
   EXPECT_EQ(registry.DefaultForLane(0).index, 0);
   EXPECT_EQ(registry.DefaultForLane(n).index, 0);

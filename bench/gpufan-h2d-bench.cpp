@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Host-to-device copy bandwidth from pageable memory and from the same memory
+// pinned with gpufan::cuda::RegisterHost(): the number behind the pinned
+// staging pools. Each copy is a cuMemcpyHtoDAsync on a non-blocking stream,
+// timed with CUDA events; the median of the repetitions is reported.
+//
+//   gpufan-h2d-bench [--device N] [--size-mib S] [--reps R] [--json FILE]
+//
+// Exit status: 0 measured, 77 no CUDA device (a skip, as meson and automake
+// read it), 1 a CUDA error, 2 bad arguments.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda-driver-private.h"
+#include "gpufan/cuda.h"
+#include "gpufan/device.h"
+
+namespace {
+
+using gpufan::Device;
+using gpufan::cuda::PrimaryContext;
+using gpufan::cuda::StreamPool;
+using gpufan::cuda::internal::Driver;
+
+constexpr int kExitSkip = 77;
+constexpr int kExitUsage = 2;
+constexpr size_t kPage = 4096;
+constexpr int kWarmUp = 2;  // first copies pay for lazy driver setup
+
+struct Options {
+  int device = -1;  // -1: every device
+  size_t size_mib = 64;
+  int reps = 20;
+  std::string json;
+};
+
+struct Result {
+  Device device;
+  size_t bytes = 0;
+  std::vector<double> pageable_ms;
+  std::vector<double> pinned_ms;
+};
+
+void Usage(FILE *out) {
+  std::fprintf(out,
+               "usage: gpufan-h2d-bench [--device N] [--size-mib S] "
+               "[--reps R] [--json FILE]\n"
+               "  --device N    only CUDA device N (default: every device)\n"
+               "  --size-mib S  bytes per copy, in MiB (default 64)\n"
+               "  --reps R      timed copies per memory kind (default 20)\n"
+               "  --json FILE   also write the results as JSON to FILE\n");
+}
+
+// A whole decimal number in [min, max].
+bool ParseNumber(const char *text, long min, long max, long *value) {
+  errno = 0;
+  char *end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < min || v > max)
+    return false;
+  *value = v;
+  return true;
+}
+
+// false: exit with `*status`.
+bool ParseOptions(int argc, char **argv, Options *options, int *status) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      Usage(stdout);
+      *status = 0;
+      return false;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: unknown option or missing value\n",
+                   arg.c_str());
+      Usage(stderr);
+      *status = kExitUsage;
+      return false;
+    }
+    const char *value = argv[++i];
+    long number = 0;
+    bool ok = true;
+    if (arg == "--device") {
+      ok = ParseNumber(value, 0, 1 << 20, &number);
+      options->device = static_cast<int>(number);
+    } else if (arg == "--size-mib") {
+      ok = ParseNumber(value, 1, 1 << 20, &number);
+      options->size_mib = static_cast<size_t>(number);
+    } else if (arg == "--reps") {
+      ok = ParseNumber(value, 1, 1000000, &number);
+      options->reps = static_cast<int>(number);
+    } else if (arg == "--json") {
+      options->json = value;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "bad option: %s %s\n", arg.c_str(), value);
+      Usage(stderr);
+      *status = kExitUsage;
+      return false;
+    }
+  }
+  return true;
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty())
+    return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid]
+                                : (values[mid - 1] + values[mid]) / 2.0;
+}
+
+// 10^9 bytes per second, the unit PCIe and NVLink figures use.
+double GBps(size_t bytes, double ms) {
+  return ms > 0.0 ? static_cast<double>(bytes) / (ms * 1e-3) / 1e9 : 0.0;
+}
+
+// Owners of what one device's run allocates, so that an Error thrown half
+// way leaves nothing behind.
+struct DeviceMemory {
+  const Driver& driver;
+  CUdeviceptr ptr = 0;
+  ~DeviceMemory() {
+    if (ptr != 0)
+      driver.cuMemFree_v2(ptr);
+  }
+};
+
+struct Event {
+  const Driver& driver;
+  CUevent event = nullptr;
+  ~Event() {
+    if (event != nullptr)
+      driver.cuEventDestroy_v2(event);
+  }
+};
+
+struct Registration {
+  void *p = nullptr;
+  ~Registration() {
+    if (p == nullptr)
+      return;
+    try {
+      gpufan::cuda::UnregisterHost(p);
+    } catch (const gpufan::cuda::Error& e) {
+      std::fprintf(stderr, "warning: %s\n", e.what());
+    }
+  }
+};
+
+// Times `reps` copies of `bytes` from `host` to `device` on `stream`, after
+// kWarmUp untimed ones. Milliseconds per copy.
+std::vector<double> TimeCopies(const Driver& driver, CUdeviceptr device,
+                               const void *host, size_t bytes, CUstream stream,
+                               int reps) {
+  Event start{driver};
+  Event stop{driver};
+  GPUFAN_CU_CHECK(driver, cuEventCreate(&start.event, 0));
+  GPUFAN_CU_CHECK(driver, cuEventCreate(&stop.event, 0));
+  for (int i = 0; i < kWarmUp; ++i)
+    GPUFAN_CU_CHECK(driver, cuMemcpyHtoDAsync_v2(device, host, bytes, stream));
+  GPUFAN_CU_CHECK(driver, cuStreamSynchronize(stream));
+
+  std::vector<double> ms;
+  ms.reserve(static_cast<size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    GPUFAN_CU_CHECK(driver, cuEventRecord(start.event, stream));
+    GPUFAN_CU_CHECK(driver, cuMemcpyHtoDAsync_v2(device, host, bytes, stream));
+    GPUFAN_CU_CHECK(driver, cuEventRecord(stop.event, stream));
+    GPUFAN_CU_CHECK(driver, cuEventSynchronize(stop.event));
+    float elapsed = 0.0f;
+    GPUFAN_CU_CHECK(driver,
+                    cuEventElapsedTime(&elapsed, start.event, stop.event));
+    ms.push_back(static_cast<double>(elapsed));
+  }
+  return ms;
+}
+
+Result Measure(const Device& device, const Options& options) {
+  const Driver& driver = gpufan::cuda::internal::RequireDriver();
+  Result result;
+  result.device = device;
+  result.bytes = options.size_mib << 20;
+
+  // Page-aligned, so the pinned run registers exactly these pages. Written
+  // once, so the pageable run copies from real pages, not the zero page.
+  std::unique_ptr<void, decltype(&std::free)> host(
+      std::aligned_alloc(kPage, result.bytes), &std::free);
+  if (host == nullptr)
+    throw gpufan::cuda::Error("cannot allocate " +
+                              std::to_string(result.bytes) +
+                              " bytes of host memory");
+  std::memset(host.get(), 0xa5, result.bytes);
+
+  const std::shared_ptr<PrimaryContext> context =
+      PrimaryContext::Retain(device.index);
+  const std::shared_ptr<StreamPool> pool =
+      StreamPool::ForDevice(device.index, 1);
+  PrimaryContext::ScopedPush push(*context);
+  // Declared after the push: freed while the context is still current.
+  StreamPool::Stream stream = pool->Acquire();
+  const auto cu_stream = static_cast<CUstream>(stream.handle());
+  DeviceMemory target{driver};
+  GPUFAN_CU_CHECK(driver, cuMemAlloc_v2(&target.ptr, result.bytes));
+
+  result.pageable_ms = TimeCopies(driver, target.ptr, host.get(), result.bytes,
+                                  cu_stream, options.reps);
+  {
+    Registration registration;
+    gpufan::cuda::RegisterHost(host.get(), result.bytes);
+    registration.p = host.get();
+    result.pinned_ms = TimeCopies(driver, target.ptr, host.get(), result.bytes,
+                                  cu_stream, options.reps);
+  }
+  return result;
+}
+
+void PrintTable(const std::vector<Result>& results, int reps) {
+  std::printf("H2D copy, median of %d, GB/s = 10^9 B/s\n", reps);
+  std::printf("%-4s %-32s %-13s %9s %10s %8s %7s\n", "dev", "name", "pci",
+              "size MiB", "pageable", "pinned", "ratio");
+  for (const Result& r : results) {
+    const double pageable = GBps(r.bytes, Median(r.pageable_ms));
+    const double pinned = GBps(r.bytes, Median(r.pinned_ms));
+    std::printf("%-4d %-32.32s %-13s %9zu %10.2f %8.2f %7.2f\n", r.device.index,
+                r.device.name.c_str(), r.device.pci_bus_id.c_str(),
+                r.bytes >> 20, pageable, pinned,
+                pageable > 0.0 ? pinned / pageable : 0.0);
+  }
+}
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumbers(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    char number[32];
+    std::snprintf(number, sizeof number, "%s%.6g", i > 0 ? ", " : "",
+                  values[i]);
+    out += number;
+  }
+  return out + "]";
+}
+
+bool WriteJson(const std::string& path, const std::vector<Result>& results,
+               const Options& options) {
+  FILE *out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) {
+    std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  std::fprintf(out,
+               "{\n  \"benchmark\": \"h2d\",\n  \"unit\": \"GB/s (1e9 B/s)\","
+               "\n  \"size_bytes\": %zu,\n  \"repetitions\": %d,\n"
+               "  \"devices\": [",
+               options.size_mib << 20, options.reps);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const double pageable = GBps(r.bytes, Median(r.pageable_ms));
+    const double pinned = GBps(r.bytes, Median(r.pinned_ms));
+    std::fprintf(
+        out,
+        "%s\n    {\"ordinal\": %d, \"name\": %s, \"uuid\": %s, "
+        "\"pci_bus_id\": %s,\n     \"pageable_gbps\": %.4f, "
+        "\"pinned_gbps\": %.4f, \"ratio\": %.4f,\n"
+        "     \"pageable_ms\": %s,\n     \"pinned_ms\": %s}",
+        i > 0 ? "," : "", r.device.index, JsonString(r.device.name).c_str(),
+        JsonString(r.device.uuid).c_str(),
+        JsonString(r.device.pci_bus_id).c_str(), pageable, pinned,
+        pageable > 0.0 ? pinned / pageable : 0.0,
+        JsonNumbers(r.pageable_ms).c_str(), JsonNumbers(r.pinned_ms).c_str());
+  }
+  std::fprintf(out, "\n  ]\n}\n");
+  if (std::fclose(out) != 0) {
+    std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Options options;
+  int status = 0;
+  if (!ParseOptions(argc, argv, &options, &status))
+    return status;
+
+  std::string why;
+  std::vector<Device> devices = gpufan::cuda::Discover(&why);
+  if (devices.empty()) {
+    std::printf("no CUDA device: %s\n", why.c_str());
+    return kExitSkip;
+  }
+  if (options.device >= 0) {
+    const auto it = std::find_if(
+        devices.begin(), devices.end(),
+        [&](const Device& d) { return d.index == options.device; });
+    if (it == devices.end()) {
+      std::fprintf(stderr, "no CUDA device %d (%zu found)\n", options.device,
+                   devices.size());
+      return kExitUsage;
+    }
+    devices = {*it};
+  }
+
+  std::vector<Result> results;
+  try {
+    for (const Device& device : devices)
+      results.push_back(Measure(device, options));
+  } catch (const gpufan::cuda::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  PrintTable(results, options.reps);
+  if (!options.json.empty() && !WriteJson(options.json, results, options))
+    return 1;
+  return 0;
+}

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The CUDA back end over the driver loaded at run time (cuda-driver.cpp).
+// cuda-none.cpp stands in for this file in a build without CUDA.
+//
+// Lock order: the stream-pool cache, then the primary-context cache. A pool's
+// own mutex and the host-registration table are never held while taking
+// either cache's lock.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include "cuda-driver-private.h"
+
+namespace gpufan {
+namespace cuda {
+
+using internal::Driver;
+using internal::GlobalDriver;
+using internal::RequireDriver;
+
+namespace {
+
+int Attribute(const Driver& driver, CUdevice device,
+              CUdevice_attribute attribute) {
+  int value = 0;
+  GPUFAN_CU_CHECK(driver, cuDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// From cuda.h (CUcomputemode); not in dynlink_cuda.h.
+constexpr int kComputeModeProhibited = 2;
+
+// One device's description. Throws Error when the driver cannot describe it;
+// returns false for a device no context may be made on.
+bool DescribeDevice(const Driver& driver, int ordinal, Device *out,
+                    std::string *why_skipped) {
+  CUdevice device = 0;
+  GPUFAN_CU_CHECK(driver, cuDeviceGet(&device, ordinal));
+  if (Attribute(driver, device, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE) ==
+      kComputeModeProhibited) {
+    *why_skipped = "CUDA device " + std::to_string(ordinal) +
+                   " is in compute mode prohibited";
+    return false;
+  }
+
+  Device d;
+  d.kind = DeviceKind::kCuda;
+  d.index = ordinal;
+
+  char name[256] = {};
+  GPUFAN_CU_CHECK(driver,
+                  cuDeviceGetName(name, static_cast<int>(sizeof name), device));
+  name[sizeof name - 1] = '\0';
+  d.name = name;
+
+  CUuuid uuid;
+  GPUFAN_CU_CHECK(driver, cuDeviceGetUuid(&uuid, device));
+  std::array<unsigned char, 16> bytes;
+  std::copy(std::begin(uuid.bytes), std::end(uuid.bytes), bytes.begin());
+  d.uuid = internal::FormatUuid(bytes);
+
+  char bus_id[64] = {};
+  GPUFAN_CU_CHECK(driver, cuDeviceGetPCIBusId(
+                              bus_id, static_cast<int>(sizeof bus_id), device));
+  bus_id[sizeof bus_id - 1] = '\0';
+  d.pci_bus_id = internal::NormalizePciBusId(bus_id);
+
+  size_t total = 0;
+  GPUFAN_CU_CHECK(driver, cuDeviceTotalMem_v2(&total, device));
+  d.total_memory = total;
+  d.cc_major =
+      Attribute(driver, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  d.cc_minor =
+      Attribute(driver, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+
+  // The codec probes need a context; a device that will not give one (held
+  // exclusively by another process, say) is still listed, codecs unknown.
+  try {
+    const std::shared_ptr<PrimaryContext> context =
+        PrimaryContext::Retain(ordinal);
+    const auto handle = static_cast<CUcontext>(context->handle());
+    d.nvdec = internal::ProbeNvdec(driver, handle);
+    d.nvenc = internal::ProbeNvenc(handle);
+  } catch (const Error&) {}
+  *out = std::move(d);
+  return true;
+}
+
+void DiscoverNow(std::vector<Device> *devices, std::string *why_none) {
+  const Driver *driver = GlobalDriver(why_none);
+  if (driver == nullptr)
+    return;
+  try {
+    int count = 0;
+    GPUFAN_CU_CHECK(*driver, cuDeviceGetCount(&count));
+    if (count <= 0) {
+      *why_none = "the CUDA driver reports no device";
+      return;
+    }
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+      // One device the driver cannot describe must not hide the others.
+      try {
+        Device device;
+        if (DescribeDevice(*driver, ordinal, &device, why_none))
+          devices->push_back(std::move(device));
+      } catch (const Error& e) {
+        *why_none = "CUDA device " + std::to_string(ordinal) + ": " + e.what();
+      }
+    }
+  } catch (const Error& e) {
+    *why_none = e.what();
+  }
+  if (!devices->empty())
+    why_none->clear();
+}
+
+}  // namespace
+
+bool Available(std::string *why_not) {
+  return GlobalDriver(why_not) != nullptr;
+}
+
+std::vector<Device> Discover(std::string *why_none) {
+  static std::once_flag once;
+  static std::vector<Device> devices;
+  static std::string reason;
+  std::call_once(once, [] { DiscoverNow(&devices, &reason); });
+  if (why_none != nullptr)
+    *why_none = reason;
+  return devices;
+}
+
+uint64_t FreeMemory(int ordinal) {
+  const Driver& driver = RequireDriver();
+  const std::shared_ptr<PrimaryContext> context =
+      PrimaryContext::Retain(ordinal);
+  PrimaryContext::ScopedPush push(*context);
+  size_t free = 0;
+  size_t total = 0;
+  GPUFAN_CU_CHECK(driver, cuMemGetInfo_v2(&free, &total));
+  return free;
+}
+
+namespace {
+
+// Host memory registered through RegisterHost(), each with the context it was
+// registered in: the registration belongs to that context, so the context is
+// kept retained until UnregisterHost().
+struct HostRegistrations {
+  std::mutex mutex;
+  std::map<void *, std::shared_ptr<PrimaryContext>> contexts;  // guarded
+};
+
+HostRegistrations& Registrations() {
+  static HostRegistrations registrations;
+  return registrations;
+}
+
+}  // namespace
+
+void RegisterHost(void *p, size_t bytes) {
+  if (p == nullptr || bytes == 0)
+    throw Error("RegisterHost: null pointer or zero size");
+  const Driver& driver = RequireDriver();
+  HostRegistrations& registrations = Registrations();
+  {
+    std::lock_guard<std::mutex> lock(registrations.mutex);
+    if (registrations.contexts.count(p) != 0)
+      throw Error("RegisterHost: memory already registered");
+  }
+  // Any device's context will do (PORTABLE): take the first usable one.
+  std::string why_none;
+  const std::vector<Device> devices = Discover(&why_none);
+  if (devices.empty())
+    throw Error("RegisterHost: no CUDA device: " + why_none);
+  std::shared_ptr<PrimaryContext> context =
+      PrimaryContext::Retain(devices.front().index);
+  {
+    // Pinning takes long (page by page): not under the table's lock. The
+    // driver itself refuses a range registered twice.
+    PrimaryContext::ScopedPush push(*context);
+    GPUFAN_CU_CHECK(driver, cuMemHostRegister_v2(
+                                p, bytes, internal::kMemHostRegisterPortable));
+  }
+  std::lock_guard<std::mutex> lock(registrations.mutex);
+  registrations.contexts[p] = std::move(context);
+}
+
+void UnregisterHost(void *p) {
+  const Driver& driver = RequireDriver();
+  HostRegistrations& registrations = Registrations();
+  std::shared_ptr<PrimaryContext> context;
+  {
+    std::lock_guard<std::mutex> lock(registrations.mutex);
+    const auto it = registrations.contexts.find(p);
+    if (it == registrations.contexts.end())
+      throw Error("UnregisterHost: memory not registered by RegisterHost");
+    context = std::move(it->second);
+    registrations.contexts.erase(it);
+  }
+  try {
+    PrimaryContext::ScopedPush push(*context);
+    GPUFAN_CU_CHECK(driver, cuMemHostUnregister(p));
+  } catch (const Error&) {
+    // Still registered as far as we know: a later call may retry.
+    std::lock_guard<std::mutex> lock(registrations.mutex);
+    registrations.contexts.emplace(p, std::move(context));
+    throw;
+  }
+}
+
+// PrimaryContext ------------------------------------------------------------
+
+std::shared_ptr<PrimaryContext> PrimaryContext::Retain(int ordinal) {
+  const Driver& driver = RequireDriver();
+  static std::mutex mutex;
+  static std::map<int, std::weak_ptr<PrimaryContext>> cache;  // guarded
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = cache.find(ordinal);
+  if (it != cache.end()) {
+    if (std::shared_ptr<PrimaryContext> context = it->second.lock())
+      return context;
+  }
+  // The last holder may be releasing its retain right now, outside this
+  // lock: the driver counts retains, so a second object for a moment is
+  // harmless.
+  CUdevice device = 0;
+  GPUFAN_CU_CHECK(driver, cuDeviceGet(&device, ordinal));
+  CUcontext context = nullptr;
+  GPUFAN_CU_CHECK(driver, cuDevicePrimaryCtxRetain(&context, device));
+  std::shared_ptr<PrimaryContext> shared(
+      new PrimaryContext(ordinal, device, context));
+  cache[ordinal] = shared;
+  return shared;
+}
+
+PrimaryContext::PrimaryContext(int ordinal, int device, void *context)
+    : ordinal_(ordinal), device_(device), context_(context) {}
+
+PrimaryContext::~PrimaryContext() {
+  // Exists only if the driver was loaded, and the driver is never unloaded.
+  const Driver *driver = GlobalDriver();
+  driver->cuDevicePrimaryCtxRelease_v2(static_cast<CUdevice>(device_));
+}
+
+PrimaryContext::ScopedPush::ScopedPush(const PrimaryContext& context) {
+  GPUFAN_CU_CHECK(
+      RequireDriver(),
+      cuCtxPushCurrent_v2(static_cast<CUcontext>(context.handle())));
+}
+
+PrimaryContext::ScopedPush::~ScopedPush() {
+  CUcontext popped = nullptr;
+  GlobalDriver()->cuCtxPopCurrent_v2(&popped);
+}
+
+// StreamPool ----------------------------------------------------------------
+
+std::shared_ptr<StreamPool> StreamPool::ForDevice(int ordinal,
+                                                  size_t max_streams) {
+  if (max_streams == 0)
+    throw std::invalid_argument("StreamPool: max_streams must be at least 1");
+  static std::mutex mutex;
+  static std::map<int, std::weak_ptr<StreamPool>> cache;  // guarded
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = cache.find(ordinal);
+  if (it != cache.end()) {
+    if (std::shared_ptr<StreamPool> pool = it->second.lock()) {
+      pool->RaiseBound(max_streams);
+      return pool;
+    }
+  }
+  std::shared_ptr<StreamPool> pool(
+      new StreamPool(PrimaryContext::Retain(ordinal), max_streams));
+  cache[ordinal] = pool;
+  return pool;
+}
+
+StreamPool::StreamPool(std::shared_ptr<PrimaryContext> context,
+                       size_t max_streams)
+    : context_(std::move(context)), max_streams_(max_streams) {}
+
+StreamPool::~StreamPool() {
+  // Every lease holds the pool, so every stream is idle here. Destroying a
+  // stream with work queued is allowed: the driver frees it when it is done.
+  const Driver *driver = GlobalDriver();
+  if (all_.empty() || driver->cuCtxPushCurrent_v2(static_cast<CUcontext>(
+                          context_->handle())) != CUDA_SUCCESS)
+    return;
+  for (void *stream : all_)
+    driver->cuStreamDestroy_v2(static_cast<CUstream>(stream));
+  CUcontext popped = nullptr;
+  driver->cuCtxPopCurrent_v2(&popped);
+}
+
+StreamPool::Stream StreamPool::Acquire() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  void *stream = nullptr;
+  if (!idle_.empty()) {
+    stream = idle_.back();
+    idle_.pop_back();
+  } else if (all_.size() < max_streams_) {
+    // Room first, so that Give() never allocates and nothing leaks a stream.
+    all_.reserve(all_.size() + 1);
+    idle_.reserve(all_.size() + 1);
+    const Driver& driver = RequireDriver();
+    PrimaryContext::ScopedPush push(*context_);
+    CUstream created = nullptr;
+    GPUFAN_CU_CHECK(driver, cuStreamCreate(&created, CU_STREAM_NON_BLOCKING));
+    all_.push_back(created);
+    stream = created;
+  } else {
+    throw StreamPoolExhausted(
+        "stream pool of CUDA device " + std::to_string(context_->ordinal()) +
+        " exhausted: all " + std::to_string(max_streams_) +
+        " streams are leased");
+  }
+  ++leased_;
+  peak_leased_ = std::max(peak_leased_, leased_);
+  lock.unlock();
+  return Stream(shared_from_this(), stream);
+}
+
+}  // namespace cuda
+}  // namespace gpufan
