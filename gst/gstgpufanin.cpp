@@ -696,7 +696,7 @@ finish_stream (GstGpuFanIn * self,
 
   if (session) {
     gst_element_post_message (GST_ELEMENT (self),
-        gst_gpufan_stats_message_new (GST_OBJECT (self), session->Stats ()));
+        gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
   }
   GST_DEBUG_OBJECT (self, "all lanes ended, pushing EOS");
   GstEvent * eos = gst_event_new_eos ();
@@ -1074,7 +1074,7 @@ gst_gpufan_in_get_property (GObject * object, guint prop_id, GValue * value,
         session = priv->session;
       }
       g_value_take_boxed (value,
-          session ? gst_gpufan_stats_to_structure (session->Stats ())
+          session ? gst_gpufan_stats_to_structure (*session)
                   : gst_structure_new_empty (GST_GPUFAN_STATS_NAME));
       break;
     }

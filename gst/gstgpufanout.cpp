@@ -30,6 +30,8 @@
 
 #include "gstgpufanout.h"
 
+#include <gst/video/video.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,15 +42,21 @@
 #include <vector>
 
 #include "gpufan/device.h"
+#include "gpufan/placement.h"
 #include "gpufan/session.h"
+#include "gstgpufancudacontext.h"
+#include "gstgpufandevices.h"
+#include "gstgpufanhostmemory.h"
+#include "gstgpufantaskpool.h"
 #include "gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_gpufan_out_debug);
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 /* *INDENT-OFF* */
-/* Lock order, outermost first: lanes_lock, Lane::lock, then
- * the Session's own lock (innermost: Session never calls back into us). No
+/* Lock order, outermost first: settings_lock, lanes_lock, Lane::lock, a
+ * pad's object lock, then the Session's own lock (innermost: Session never
+ * calls back into us). No
  * lock of ours is held across a push, a peer query, a pad (de)activation or a
  * blocking Session call (DispatchItem). */
 /* *INDENT-ON* */
@@ -58,6 +66,13 @@ GST_DEBUG_CATEGORY_STATIC (gst_gpufan_out_debug);
 #define DEFAULT_MAX_IN_FLIGHT 0
 #define DEFAULT_STATS_INTERVAL 0
 #define DEFAULT_WEIGHT 1.0
+#define DEFAULT_DEVICES "auto"
+#define DEFAULT_MIN_FREE_MEMORY 0
+#define DEFAULT_MIN_COMPUTE_CAPABILITY ""
+#define DEFAULT_REQUIRE_CODECS 0
+#define DEFAULT_PAD_DEVICE -1
+#define DEFAULT_HOST_POOL_SIZE GST_GPUFAN_DEFAULT_HOST_POOL_MIB
+#define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
 
 /* How long a lane worker sleeps at most before it re-checks its state. */
 static constexpr auto kLaneWaitSlice = std::chrono::milliseconds (100);
@@ -126,6 +141,35 @@ policy_to_enum (gpufan::Policy policy)
   return GST_GPUFAN_POLICY_ADAPTIVE;
 }
 
+typedef enum {
+  GST_GPUFAN_STAGING_AUTO,
+  GST_GPUFAN_STAGING_ALWAYS,
+  GST_GPUFAN_STAGING_NEVER,
+} GstGpuFanStaging;
+
+#define GST_TYPE_GPUFAN_STAGING (gst_gpufan_staging_get_type ())
+static GType
+gst_gpufan_staging_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_GPUFAN_STAGING_AUTO,
+        "GPU lanes copy frames that are not in pinned memory of their NUMA "
+        "node",
+        "auto" },
+    { GST_GPUFAN_STAGING_ALWAYS,
+        "Every lane copies frames that are not in its NUMA node's pool",
+        "always" },
+    { GST_GPUFAN_STAGING_NEVER, "No lane copies frames", "never" },
+    { 0, nullptr, nullptr },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstGpuFanStaging", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
 /* ------------------------------------------------------------------------ */
 /* A lane: the queue between the chain function and the lane's worker. */
 
@@ -187,7 +231,6 @@ struct Lane {
       : element (e), pad (GST_PAD (gst_object_ref (p))), id (i)
   {
   }
-  ~Lane () { gst_object_unref (pad); }
 
   GstGpuFanOut * const element; /* not reffed: the element owns the lane */
   GstPad * const pad;
@@ -213,6 +256,29 @@ struct Lane {
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   std::atomic<guint> link_generation{ 0 };
+
+  /* Where the lane runs (under the element's lanes_lock). Placed once per
+   * NULL->READY cycle, or earlier when a branch asks for its CUDA context,
+   * and kept: a branch that bound to a GPU must not see its lane move. */
+  bool placed = false;
+  gpufan::Device device;
+
+  /* The host pool of the device's NUMA node and whether frames are copied
+   * into it before they enter the branch (under `lock`: read by the
+   * worker). */
+  GstAllocator * allocator = nullptr;
+  bool stage = false;
+  gint stage_node = -1;
+  bool stage_pinned = false;
+  std::atomic<guint64> copies{ 0 };
+  std::atomic<guint64> copies_skipped{ 0 };
+
+  ~Lane ()
+  {
+    gst_object_unref (pad);
+    if (allocator)
+      gst_object_unref (allocator);
+  }
 };
 
 using LanePtr = std::shared_ptr<Lane>;
@@ -227,6 +293,18 @@ struct GstGpuFanOutPrivate {
   const gpufan::DeviceRegistry devices = gpufan::DeviceRegistry::Discover ();
 
   std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
+
+  /* Device settings (properties), under settings_lock. */
+  std::mutex settings_lock;
+  std::string devices_text = DEFAULT_DEVICES;
+  /* a property value that did not parse: reported at NULL->READY */
+  std::string settings_error;
+  gpufan::DeviceSpec device_spec;
+  gpufan::PlacementHints hints;
+  std::string min_compute_capability = DEFAULT_MIN_COMPUTE_CAPABILITY;
+  guint require_codecs = DEFAULT_REQUIRE_CODECS;
+  guint host_pool_mib = DEFAULT_HOST_POOL_SIZE;
+  GstGpuFanStaging staging = DEFAULT_STAGING;
   /* some lane's needs_probe is set: saves looking at every lane per buffer */
   std::atomic<bool> probe_pending{ true };
 
@@ -255,6 +333,11 @@ struct _GstGpuFanOutPad {
   GstGpuFanOut * fanout; /* not reffed: the element outlives its pads */
   guint lane;
   gdouble weight; /* under the object lock */
+  gint device;    /* GPU ordinal, -1: from the element; under the object lock */
+  /* Threads for the lane's task, bound to the device's CPUs (or nullptr:
+   * GStreamer's default pool). Under the object lock: read when the task is
+   * created, with the lane lock held. */
+  GstGpuFanTaskPool * task_pool;
 };
 
 enum {
@@ -264,12 +347,19 @@ enum {
   PROP_MAX_IN_FLIGHT,
   PROP_STATS,
   PROP_STATS_INTERVAL,
+  PROP_DEVICES,
+  PROP_MIN_FREE_MEMORY,
+  PROP_MIN_COMPUTE_CAPABILITY,
+  PROP_REQUIRE_CODECS,
+  PROP_HOST_POOL_SIZE,
+  PROP_STAGING,
 };
 
 enum {
   PROP_PAD_0,
   PROP_PAD_WEIGHT,
   PROP_PAD_LANE,
+  PROP_PAD_DEVICE,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
@@ -296,6 +386,8 @@ pad_get_element (GstPad * pad)
   return parent ? GST_GPUFAN_OUT (parent) : nullptr;
 }
 
+static void unplace_lane (GstGpuFanOut * self, guint id);
+
 static void
 gst_gpufan_out_pad_set_property (GObject * object, guint prop_id,
     const GValue * value, GParamSpec * pspec)
@@ -314,6 +406,15 @@ gst_gpufan_out_pad_set_property (GObject * object, guint prop_id,
       }
       break;
     }
+    case PROP_PAD_DEVICE:
+      GST_OBJECT_LOCK (pad);
+      pad->device = g_value_get_int (value);
+      GST_OBJECT_UNLOCK (pad);
+      if (GstGpuFanOut * self = pad_get_element (GST_PAD (pad))) {
+        unplace_lane (self, pad->lane);
+        gst_object_unref (self);
+      }
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -335,10 +436,23 @@ gst_gpufan_out_pad_get_property (GObject * object, guint prop_id,
     case PROP_PAD_LANE:
       g_value_set_uint (value, pad->lane);
       break;
+    case PROP_PAD_DEVICE:
+      GST_OBJECT_LOCK (pad);
+      g_value_set_int (value, pad->device);
+      GST_OBJECT_UNLOCK (pad);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
+}
+
+static void
+gst_gpufan_out_pad_finalize (GObject * object)
+{
+  GstGpuFanOutPad * pad = GST_GPUFAN_OUT_PAD (object);
+  gst_clear_object (&pad->task_pool);
+  G_OBJECT_CLASS (gst_gpufan_out_pad_parent_class)->finalize (object);
 }
 
 static void
@@ -348,6 +462,7 @@ gst_gpufan_out_pad_class_init (GstGpuFanOutPadClass * klass)
 
   gobject_class->set_property = gst_gpufan_out_pad_set_property;
   gobject_class->get_property = gst_gpufan_out_pad_get_property;
+  gobject_class->finalize = gst_gpufan_out_pad_finalize;
 
   /**
    * GstGpuFanOutPad:weight:
@@ -374,12 +489,29 @@ gst_gpufan_out_pad_class_init (GstGpuFanOutPadClass * klass)
       g_param_spec_uint ("lane", "Lane", "Lane id of this pad (its index)", 0,
           G_MAXUINT, 0,
           (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  /**
+   * GstGpuFanOutPad:device:
+   *
+   * The CUDA device (GPU ordinal) this lane runs on, overriding the
+   * element's #GstGpuFanOut:devices for this lane. -1 follows
+   * #GstGpuFanOut:devices. The placement hints still apply: a GPU that fails
+   * them is an error, never silently replaced.
+   */
+  g_object_class_install_property (gobject_class, PROP_PAD_DEVICE,
+      g_param_spec_int ("device", "Device",
+          "GPU ordinal for this lane (-1 = as the element's devices property "
+          "says)",
+          -1, G_MAXINT, DEFAULT_PAD_DEVICE,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
 }
 
 static void
 gst_gpufan_out_pad_init (GstGpuFanOutPad * pad)
 {
   pad->weight = DEFAULT_WEIGHT;
+  pad->device = DEFAULT_PAD_DEVICE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -402,6 +534,167 @@ snapshot_lanes (GstGpuFanOut * self)
   for (auto & kv : self->priv->lanes)
     out.push_back (kv.second);
   return out;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Placement: which device a lane runs on, and its worker threads */
+
+static gint
+pad_device (GstPad * pad)
+{
+  GST_OBJECT_LOCK (pad);
+  gint device = GST_GPUFAN_OUT_PAD (pad)->device;
+  GST_OBJECT_UNLOCK (pad);
+  return device;
+}
+
+/* Decides lane @id's device from the settings. Takes settings_lock: call
+ * without lanes_lock. */
+static gpufan::Placement
+compute_placement (GstGpuFanOut * self, guint id, gint pad_gpu)
+{
+  gpufan::DeviceSpec spec;
+  gpufan::PlacementHints hints;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    spec = self->priv->device_spec;
+    hints = self->priv->hints;
+  }
+  return gpufan::PlaceLane (spec, hints,
+      gst_gpufan_device_registry ().devices (), id, pad_gpu,
+      gst_gpufan_device_free_memory);
+}
+
+/* Records @device as lane's, with a task pool bound to the device's CPUs
+ * for the lane's next task (the current one, if any, keeps its thread). */
+static void
+apply_placement (GstGpuFanOut * self, const LanePtr & lane,
+    const gpufan::Device & device, guint host_pool_mib,
+    GstGpuFanStaging staging)
+{
+  GstGpuFanTaskPool * pool = nullptr;
+  if (!device.local_cpus.empty ())
+    pool = gst_gpufan_task_pool_new (device.local_cpus, gst_gpufan_bind_thread);
+  GST_OBJECT_LOCK (lane->pad);
+  GstGpuFanTaskPool * old = GST_GPUFAN_OUT_PAD (lane->pad)->task_pool;
+  GST_GPUFAN_OUT_PAD (lane->pad)->task_pool = pool;
+  GST_OBJECT_UNLOCK (lane->pad);
+  gst_clear_object (&old);
+
+  GstAllocator * allocator = host_pool_mib
+      ? gst_gpufan_host_allocator_get (device.numa_node, host_pool_mib)
+      : nullptr;
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    std::swap (lane->allocator, allocator);
+    const bool gpu = device.kind == gpufan::DeviceKind::kCuda;
+    lane->stage = lane->allocator
+        && (staging == GST_GPUFAN_STAGING_ALWAYS
+            || (staging == GST_GPUFAN_STAGING_AUTO && gpu));
+    lane->stage_node = MAX (device.numa_node, -1);
+    /* a GPU needs pinned memory; a CPU lane only local memory */
+    lane->stage_pinned = gpu;
+  }
+  if (allocator)
+    gst_object_unref (allocator);
+
+  lane->device = device;
+  lane->placed = true;
+  self->priv->session->SetLaneDevice (lane->id, device);
+  GST_INFO_OBJECT (lane->pad, "lane %u on %s", lane->id,
+      device.Describe ().c_str ());
+}
+
+/* Places the lane unless it is placed already; FALSE with @error set when
+ * no device fits. */
+static gboolean
+place_lane (GstGpuFanOut * self, const LanePtr & lane, std::string * error)
+{
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    if (lane->placed)
+      return TRUE;
+  }
+  gpufan::Placement placement
+      = compute_placement (self, lane->id, pad_device (lane->pad));
+  if (!placement.ok) {
+    *error = placement.error;
+    return FALSE;
+  }
+  guint host_pool_mib;
+  GstGpuFanStaging staging;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    host_pool_mib = self->priv->host_pool_mib;
+    staging = self->priv->staging;
+  }
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  if (!lane->placed) /* a concurrent placement won */
+    apply_placement (self, lane, placement.device, host_pool_mib, staging);
+  return TRUE;
+}
+
+/* The settings changed: the lane is placed again at the next start. */
+static void
+unplace_lane (GstGpuFanOut * self, guint id)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  auto it = self->priv->lanes.find (id);
+  if (it != self->priv->lanes.end ())
+    it->second->placed = false;
+}
+
+static void
+unplace_all_lanes (GstGpuFanOut * self)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  for (auto & kv : self->priv->lanes)
+    kv.second->placed = false;
+}
+
+/* At NULL->READY: every lane gets its device, or the element fails with
+ * a message that says what to change. Running CPU lanes because the
+ * machine has no GPU is worth one warning (devices=cpu asks for them). */
+static gboolean
+place_all_lanes (GstGpuFanOut * self)
+{
+  std::string settings_error;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    settings_error = self->priv->settings_error;
+  }
+  if (!settings_error.empty ()) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("%s", settings_error.c_str ()), (nullptr));
+    return FALSE;
+  }
+
+  bool cpu_by_default = false;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::string error;
+    if (!place_lane (self, lane, &error)) {
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("No device for lane %u: %s", lane->id, error.c_str ()),
+          ("devices, min-free-memory, min-compute-capability, require-codecs "
+           "or the pad's device property exclude every device"));
+      return FALSE;
+    }
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    cpu_by_default |= lane->device.kind == gpufan::DeviceKind::kCpu;
+  }
+
+  bool auto_mode;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    auto_mode = self->priv->device_spec.mode == gpufan::DeviceSpec::Mode::kAuto;
+  }
+  if (auto_mode && cpu_by_default)
+    GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
+        ("No GPU: running CPU lanes (%s)",
+            gst_gpufan_no_gpu_reason ().c_str ()),
+        ("devices=auto found no CUDA device; set devices=cpu to ask for CPU "
+         "lanes and silence this warning"));
+  return TRUE;
 }
 
 /* Returns FALSE (and leaves @item to be freed) if the lane is flushing. */
@@ -548,12 +841,40 @@ probe_lanes (GstGpuFanOut * self)
   }
 }
 
+/* The fan-out's own per-lane figures: where the lane's thread runs. */
+static GstGpuFanLaneDecorator
+lane_decorator (GstGpuFanOut * self)
+{
+  return [self] (guint id, GstStructure * s) {
+    LanePtr lane = find_lane (self, id);
+    if (!lane)
+      return;
+    std::string threads = "default task pool (device CPUs unknown)";
+    GST_OBJECT_LOCK (lane->pad);
+    if (GstGpuFanTaskPool * pool = GST_GPUFAN_OUT_PAD (lane->pad)->task_pool)
+      threads = gst_gpufan_task_pool_binding (pool);
+    GST_OBJECT_UNLOCK (lane->pad);
+    gst_structure_set (s, "worker-thread", G_TYPE_STRING, threads.c_str (),
+        "copies", G_TYPE_UINT64, lane->copies.load (), "copies-skipped",
+        G_TYPE_UINT64, lane->copies_skipped.load (), nullptr);
+    GstAllocator * allocator = nullptr;
+    {
+      std::lock_guard<std::mutex> lk (lane->lock);
+      if (lane->allocator)
+        allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
+    }
+    if (allocator) {
+      gst_gpufan_host_allocator_stats_to_structure (allocator, s);
+      gst_object_unref (allocator);
+    }
+  };
+}
+
 static void
 post_stats (GstGpuFanOut * self)
 {
   gst_element_post_message (GST_ELEMENT (self),
-      gst_gpufan_stats_message_new (GST_OBJECT (self),
-          self->priv->session->Stats ()));
+      gst_gpufan_stats_message_new (GST_OBJECT (self), *self->priv->session));
 }
 
 static void
@@ -602,6 +923,29 @@ outcome_of (GstFlowReturn ret)
   return gpufan::PushOutcome::kDropped;
 }
 
+/* Copies a frame into the lane's NUMA-local (pinned, for a GPU) pool
+ * memory unless it is there already: upstream that used the pool the
+ * fan-out proposed needs no copy. A full pool lets the frame through as it
+ * is. Called with lane->lock held (cheap: the copy is one memcpy). */
+static void
+stage_item (const LanePtr & lane, QueuedItem & item)
+{
+  if (gst_gpufan_buffer_is_local (GST_BUFFER_CAST (item.obj), lane->stage_node,
+          lane->stage_pinned))
+    return;
+  gboolean copied;
+  std::string why_not;
+  item.obj = GST_MINI_OBJECT_CAST (
+      gst_gpufan_stage_buffer (GST_BUFFER_CAST (item.Steal ()), lane->allocator,
+          &copied, &why_not));
+  if (copied) {
+    lane->copies++;
+  } else {
+    lane->copies_skipped++;
+    GST_LOG_OBJECT (lane->pad, "frame not staged: %s", why_not.c_str ());
+  }
+}
+
 /* The lane's streaming thread: one item per call. The task owns a reference
  * to its lane (see start_lane_task), so a released lane outlives its task. */
 static void
@@ -625,6 +969,8 @@ lane_loop (gpointer user_data)
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
     lane->busy = true;
+    if (item.kind == ItemKind::kBuffer && lane->stage)
+      stage_item (lane, item);
   }
 
   switch (item.kind) {
@@ -819,6 +1165,39 @@ gst_gpufan_out_src_unlink (GstPad * pad, GstObject *)
   }
 }
 
+/* A branch element (cudaupload, nvh264enc, ...) asks for its CUDA context:
+ * it gets its lane's device. Branch elements ask while the fan-out may
+ * still be in NULL, so the lane is placed now if it is not yet. */
+static gboolean
+answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad, GstQuery * query)
+{
+  LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane);
+  std::string why_not;
+  if (!lane || !place_lane (self, lane, &why_not)) {
+    GST_WARNING_OBJECT (pad, "no device to answer a CUDA context query: %s",
+        why_not.c_str ());
+    return FALSE;
+  }
+  gpufan::Device device;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    device = lane->device;
+  }
+  if (device.kind != gpufan::DeviceKind::kCuda) {
+    /* a CPU lane has no CUDA context to give; upstream may have one */
+    return gst_pad_query_default (pad, GST_OBJECT (self), query);
+  }
+  if (!gst_gpufan_answer_cuda_context_query (query, device.index, &why_not)) {
+    GST_WARNING_OBJECT (pad,
+        "cannot give lane %u the context of CUDA "
+        "device %d: %s",
+        lane->id, device.index, why_not.c_str ());
+    return FALSE;
+  }
+  GST_DEBUG_OBJECT (pad, "gave the branch CUDA device %d", device.index);
+  return TRUE;
+}
+
 static gboolean
 gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
@@ -836,6 +1215,8 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
         GST_GPUFAN_OUT_PAD (pad)->lane);
     return TRUE;
   }
+  if (gst_gpufan_is_cuda_context_query (query))
+    return answer_cuda_context_query (self, pad, query);
   return gst_pad_query_default (pad, parent, query);
 }
 
@@ -1075,6 +1456,30 @@ drain_all_lanes (GstGpuFanOut * self, GstQuery * query)
   return res;
 }
 
+/* The host allocator of the NUMA node most lanes are on (GPU lanes count
+ * first: they need pinned memory), or nullptr when the pools are off. */
+static GstAllocator *
+proposed_allocator (GstGpuFanOut * self)
+{
+  std::map<GstAllocator *, int> votes;
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  for (auto & kv : self->priv->lanes) {
+    const LanePtr & lane = kv.second;
+    std::lock_guard<std::mutex> lane_lk (lane->lock);
+    if (lane->allocator)
+      votes[lane->allocator] += lane->stage_pinned ? 1000 : 1;
+  }
+  GstAllocator * best = nullptr;
+  int best_votes = 0;
+  for (auto & v : votes) {
+    if (v.second > best_votes) {
+      best = v.first;
+      best_votes = v.second;
+    }
+  }
+  return best ? GST_ALLOCATOR (gst_object_ref (best)) : nullptr;
+}
+
 /* Allocation: tee's aggregation over the lanes (largest size, largest
  * min-buffers, common metas), plus the buffers that can be in flight. */
 static gboolean
@@ -1130,16 +1535,30 @@ aggregate_allocation (GstGpuFanOut * self, GstQuery * query)
     gst_query_unref (q);
   }
 
-  if (answered == 0)
+  GstAllocator * allocator = proposed_allocator (self);
+  if (answered == 0 && !allocator)
     return TRUE; /* upstream uses its defaults */
 
-  if (params.align || params.prefix || params.padding)
-    gst_query_add_allocation_param (query, nullptr, &params);
+  if (params.align || params.prefix || params.padding || allocator)
+    gst_query_add_allocation_param (query, allocator, &params);
+
+  GstVideoInfo info;
+  if (caps && gst_video_info_from_caps (&info, caps))
+    size = MAX (size, (guint)GST_VIDEO_INFO_SIZE (&info));
   if (size) {
     /* every buffer in flight is held by a lane queue or a branch */
     min_buffers += self->priv->session->EffectiveMaxInFlight ();
-    gst_query_add_allocation_pool (query, nullptr, size, min_buffers, 0);
+    /* upstream writes straight into the lanes' NUMA-local (pinned) memory,
+     * so that no lane has to stage a copy */
+    GstBufferPool * pool = (allocator && need_pool)
+        ? gst_gpufan_host_buffer_pool_new (allocator, caps, size, min_buffers)
+        : nullptr;
+    gst_query_add_allocation_pool (query, pool, size, min_buffers, 0);
+    if (pool)
+      gst_object_unref (pool);
   }
+  if (allocator)
+    gst_object_unref (allocator);
   return TRUE;
 }
 
@@ -1189,6 +1608,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   guint index = 0;
 
   GstPad * pad;
+  LanePtr lane;
   {
     std::lock_guard<std::mutex> lk (priv->lanes_lock);
     auto taken = [priv] (guint i) { return priv->lanes.count (i) > 0; };
@@ -1202,13 +1622,30 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     GST_GPUFAN_OUT_PAD (pad)->fanout = self;
     GST_GPUFAN_OUT_PAD (pad)->lane = index;
 
-    auto lane = std::make_shared<Lane> (self, pad, index);
+    lane = std::make_shared<Lane> (self, pad, index);
     priv->lanes[index] = lane;
     priv->probe_pending = true; /* its needs_probe starts set */
     priv->session->AddLane (index, priv->devices.DefaultForLane (index),
         DEFAULT_WEIGHT);
     /* no items until the pad is active */
     priv->session->SetLaneEligible (index, false);
+  }
+
+  /* Lanes are placed at NULL->READY; one requested later is placed now. */
+  GST_OBJECT_LOCK (self);
+  bool started = GST_STATE (self) >= GST_STATE_READY;
+  GST_OBJECT_UNLOCK (self);
+  std::string error;
+  if (started && !place_lane (self, lane, &error)) {
+    GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
+        ("No device for a new lane %u: %s", index, error.c_str ()), (nullptr));
+    {
+      std::lock_guard<std::mutex> lk (priv->lanes_lock);
+      priv->lanes.erase (index);
+    }
+    priv->session->RemoveLane (index);
+    gst_object_unref (gst_object_ref_sink (pad));
+    return nullptr;
   }
 
   gst_pad_set_activatemode_function (pad, gst_gpufan_out_src_activate_mode);
@@ -1259,10 +1696,17 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   GstGpuFanOut * self = GST_GPUFAN_OUT (element);
   GstGpuFanOutPrivate * priv = self->priv;
 
+  /* before the lanes' tasks exist: their threads depend on the device */
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !place_all_lanes (self))
+    return GST_STATE_CHANGE_FAILURE;
+
   GstStateChangeReturn ret
       = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
   if (ret == GST_STATE_CHANGE_FAILURE)
     return ret;
+
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+    unplace_all_lanes (self);
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     priv->session->Reset ();
@@ -1279,6 +1723,89 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
     priv->caps_epoch = 0;
   }
   return ret;
+}
+
+/* Parses a device setting into priv (under settings_lock). A value that
+ * does not parse is kept as text and fails the next NULL->READY with a
+ * message naming it: gst-launch users see it, a g_warning they might not. */
+static void
+set_device_setting (GstGpuFanOut * self, guint prop_id, const GValue * value)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  std::lock_guard<std::mutex> lk (priv->settings_lock);
+  std::string error;
+  switch (prop_id) {
+    case PROP_DEVICES: {
+      const gchar * text = g_value_get_string (value);
+      priv->devices_text = text ? text : DEFAULT_DEVICES;
+      gpufan::DeviceSpec spec;
+      if (gpufan::DeviceSpec::Parse (priv->devices_text, &spec, &error))
+        priv->device_spec = spec;
+      else
+        error = "Invalid devices " + error;
+      break;
+    }
+    case PROP_MIN_FREE_MEMORY:
+      priv->hints.min_free_memory = g_value_get_uint64 (value) * 1024 * 1024;
+      break;
+    case PROP_MIN_COMPUTE_CAPABILITY: {
+      const gchar * text = g_value_get_string (value);
+      priv->min_compute_capability = text ? text : "";
+      gint major = 0, minor = 0;
+      if (priv->min_compute_capability.empty ()
+          || gst_gpufan_parse_compute_capability (text, &major, &minor)) {
+        priv->hints.min_cc_major = major;
+        priv->hints.min_cc_minor = minor;
+      } else {
+        error = "Invalid min-compute-capability '"
+            + priv->min_compute_capability
+            + "': expected MAJOR.MINOR, "
+              "e.g. 8.6";
+      }
+      break;
+    }
+    case PROP_REQUIRE_CODECS:
+      priv->require_codecs = g_value_get_flags (value);
+      priv->hints.need_nvenc = priv->require_codecs & GST_GPUFAN_CODEC_NVENC;
+      priv->hints.need_nvdec = priv->require_codecs & GST_GPUFAN_CODEC_NVDEC;
+      break;
+  }
+  /* one message for the latest bad value; a good value clears its own */
+  if (!error.empty ())
+    priv->settings_error = error;
+  else if (prop_id == PROP_DEVICES || prop_id == PROP_MIN_COMPUTE_CAPABILITY)
+    priv->settings_error.clear ();
+  if (!error.empty ())
+    GST_WARNING_OBJECT (self, "%s", error.c_str ());
+}
+
+/* A lane's pad announces its new task before starting it: the task gets
+ * the lane's worker-thread pool (bound to the device's CPUs). */
+static gboolean
+gst_gpufan_out_post_message (GstElement * element, GstMessage * message)
+{
+  GstStreamStatusType type;
+  GstElement * owner;
+  if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_STREAM_STATUS
+      && GST_IS_GPUFAN_OUT_PAD (GST_MESSAGE_SRC (message))) {
+    gst_message_parse_stream_status (message, &type, &owner);
+    const GValue * object = gst_message_get_stream_status_object (message);
+    if (type == GST_STREAM_STATUS_TYPE_CREATE && object
+        && G_VALUE_HOLDS (object, GST_TYPE_TASK)) {
+      GstGpuFanOutPad * pad = GST_GPUFAN_OUT_PAD (GST_MESSAGE_SRC (message));
+      GST_OBJECT_LOCK (pad);
+      GstGpuFanTaskPool * pool = pad->task_pool
+          ? GST_GPUFAN_TASK_POOL (gst_object_ref (pad->task_pool))
+          : nullptr;
+      GST_OBJECT_UNLOCK (pad);
+      if (pool) {
+        gst_task_set_pool (GST_TASK (g_value_get_object (object)),
+            GST_TASK_POOL (pool));
+        gst_object_unref (pool);
+      }
+    }
+  }
+  return GST_ELEMENT_CLASS (parent_class)->post_message (element, message);
 }
 
 static void
@@ -1300,6 +1827,25 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
       break;
     case PROP_STATS_INTERVAL:
       priv->stats_interval_ms = g_value_get_uint (value);
+      break;
+    case PROP_DEVICES:
+    case PROP_MIN_FREE_MEMORY:
+    case PROP_MIN_COMPUTE_CAPABILITY:
+    case PROP_REQUIRE_CODECS:
+      set_device_setting (self, prop_id, value);
+      unplace_all_lanes (self);
+      break;
+    case PROP_HOST_POOL_SIZE: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      priv->host_pool_mib = g_value_get_uint (value);
+    }
+      unplace_all_lanes (self);
+      break;
+    case PROP_STAGING: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      priv->staging = (GstGpuFanStaging)g_value_get_enum (value);
+    }
+      unplace_all_lanes (self);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -1326,11 +1872,41 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_STATS:
       g_value_take_boxed (value,
-          gst_gpufan_stats_to_structure (priv->session->Stats ()));
+          gst_gpufan_stats_to_structure (*priv->session));
       break;
     case PROP_STATS_INTERVAL:
       g_value_set_uint (value, priv->stats_interval_ms.load ());
       break;
+    case PROP_DEVICES: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_string (value, priv->devices_text.c_str ());
+      break;
+    }
+    case PROP_MIN_FREE_MEMORY: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_uint64 (value, priv->hints.min_free_memory / (1024 * 1024));
+      break;
+    }
+    case PROP_MIN_COMPUTE_CAPABILITY: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_string (value, priv->min_compute_capability.c_str ());
+      break;
+    }
+    case PROP_REQUIRE_CODECS: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_flags (value, priv->require_codecs);
+      break;
+    }
+    case PROP_HOST_POOL_SIZE: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_uint (value, priv->host_pool_mib);
+      break;
+    }
+    case PROP_STAGING: {
+      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      g_value_set_enum (value, priv->staging);
+      break;
+    }
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1341,6 +1917,7 @@ static void
 gst_gpufan_out_finalize (GObject * object)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (object);
+  gst_gpufan_unregister_lane_decorator (self->priv->session.get ());
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -1424,10 +2001,109 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 
+  /**
+   * GstGpuFanOut:devices:
+   *
+   * Where the lanes run. `auto`: one lane per GPU in pad order, wrapping
+   * round when there are more lanes than GPUs (request more pads for more
+   * lanes per GPU); CPU lanes, with one warning, where there is no GPU. A
+   * list of GPU ordinals such as `0,1,1`: lane N runs on the Nth (repeats
+   * put several lanes on one GPU). `cpu`: CPU lanes even when GPUs exist;
+   * `cpu:N`: at most N of them.
+   *
+   * Each CUDA lane answers `gst.cuda.context` queries with its GPU's
+   * context, so nvcodec elements in its branch need no `cuda-device-id`.
+   */
+  g_object_class_install_property (gobject_class, PROP_DEVICES,
+      g_param_spec_string ("devices", "Devices",
+          "Where the lanes run: auto (every GPU, else CPU lanes), GPU "
+          "ordinals one per lane (e.g. 0,1,1), cpu, or cpu:N",
+          DEFAULT_DEVICES,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:min-free-memory:
+   *
+   * Placement hint, a hard filter: only GPUs with at least this much free
+   * memory (MiB, read when the lanes are placed) run lanes.
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_FREE_MEMORY,
+      g_param_spec_uint64 ("min-free-memory", "Minimum free memory",
+          "Only GPUs with at least this much free memory, in MiB (0 = any)", 0,
+          G_MAXUINT64 / (1024 * 1024), DEFAULT_MIN_FREE_MEMORY,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:min-compute-capability:
+   *
+   * Placement hint, a hard filter: only GPUs of at least this compute
+   * capability (`MAJOR.MINOR`, e.g. `8.0`; empty: any).
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_COMPUTE_CAPABILITY,
+      g_param_spec_string ("min-compute-capability",
+          "Minimum compute "
+          "capability",
+          "Only GPUs of at least this compute capability, "
+          "e.g. 8.0 (empty = any)",
+          DEFAULT_MIN_COMPUTE_CAPABILITY,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:require-codecs:
+   *
+   * Placement hint, a hard filter: only GPUs known to have these video
+   * engines (`nvenc`, `nvdec`, or `nvenc+nvdec`). A GPU whose support could
+   * not be determined is excluded.
+   */
+  g_object_class_install_property (gobject_class, PROP_REQUIRE_CODECS,
+      g_param_spec_flags ("require-codecs", "Require codecs",
+          "Only GPUs with these video engines", GST_TYPE_GPUFAN_CODECS,
+          DEFAULT_REQUIRE_CODECS,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:host-pool-size:
+   *
+   * Bound, in MiB, of the host memory pool of each NUMA node the lanes run
+   * on. The pool's memory is bound to the node and, where a CUDA driver is
+   * present, pinned (page-locked) for fast copies to the GPUs; it is
+   * allocated once and reused. The fan-out proposes it upstream in the
+   * allocation query so that upstream writes frames straight into it. When
+   * the bound is reached, frames travel in ordinary memory. 0 turns the
+   * pools off. The first fan-out to use a node's pool sets its bound.
+   */
+  g_object_class_install_property (gobject_class, PROP_HOST_POOL_SIZE,
+      g_param_spec_uint ("host-pool-size", "Host pool size",
+          "Bound of each NUMA node's pinned host pool in MiB (0 = no pools)", 0,
+          G_MAXUINT / 2, DEFAULT_HOST_POOL_SIZE,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:staging:
+   *
+   * When a lane copies a frame into its NUMA node's pool before the branch
+   * gets it: `auto`, on GPU lanes when the frame is not in pinned memory of
+   * the GPU's node (upstream that took the proposed pool needs no copy);
+   * `always`, on every lane when the frame is not in its node's pool (for
+   * CPU lanes on multi-socket machines); `never`.
+   */
+  g_object_class_install_property (gobject_class, PROP_STAGING,
+      g_param_spec_enum ("staging", "Staging",
+          "When lanes copy frames into their NUMA node's pool",
+          GST_TYPE_GPUFAN_STAGING, DEFAULT_STAGING,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
   element_class->request_new_pad
       = GST_DEBUG_FUNCPTR (gst_gpufan_out_request_new_pad);
   element_class->release_pad = GST_DEBUG_FUNCPTR (gst_gpufan_out_release_pad);
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_gpufan_out_change_state);
+  element_class->post_message = GST_DEBUG_FUNCPTR (gst_gpufan_out_post_message);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template_with_gtype (element_class,
@@ -1440,6 +2116,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
       "gst-gpufan developers");
 
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_POLICY, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CODECS, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_STAGING, (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_OUT_PAD, (GstPluginAPIFlags)0);
 }
 
@@ -1447,6 +2125,9 @@ static void
 gst_gpufan_out_init (GstGpuFanOut * self)
 {
   self->priv = new GstGpuFanOutPrivate ();
+  /* the fan-in's statistics show our per-lane fields too */
+  gst_gpufan_register_lane_decorator (self->priv->session.get (),
+      lane_decorator (self));
 
   self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
   gst_pad_set_chain_function (self->sinkpad,

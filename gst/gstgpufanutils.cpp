@@ -5,7 +5,11 @@
 
 #include "gstgpufanutils.h"
 
+#include "gstgpufandevices.h"
+
 #include <cstring>
+#include <map>
+#include <mutex>
 
 GST_DEBUG_CATEGORY (gst_gpufan_debug);
 
@@ -287,28 +291,57 @@ gst_gpufan_request_pad_index (GstElement * element, const gchar * prefix,
 static GstStructure *
 lane_stats_to_structure (const gpufan::LaneStats & l)
 {
-  std::string device = l.device.Describe ();
-  return gst_structure_new ("lane", "lane", G_TYPE_UINT, l.lane, "device",
-      G_TYPE_STRING, device.c_str (), "weight", G_TYPE_DOUBLE, l.weight,
-      "claimed", G_TYPE_BOOLEAN, l.claimed, "dispatched", G_TYPE_UINT64,
-      l.dispatched, "completed", G_TYPE_UINT64, l.completed, "dropped",
-      G_TYPE_UINT64, l.dropped, "failed", G_TYPE_UINT64, l.failed, "timed-out",
-      G_TYPE_UINT64, l.timed_out, "late", G_TYPE_UINT64, l.late,
-      "reorder-waits", G_TYPE_UINT64, l.reorder_waits, "queued", G_TYPE_UINT,
-      l.queued, "in-flight", G_TYPE_UINT, l.in_flight, "service-time",
-      G_TYPE_UINT64, (guint64)MAX (l.service_ns, 0), "fps", G_TYPE_DOUBLE,
-      l.fps, nullptr);
+  GstStructure * s = gst_structure_new ("lane", "lane", G_TYPE_UINT, l.lane,
+      "weight", G_TYPE_DOUBLE, l.weight, "claimed", G_TYPE_BOOLEAN, l.claimed,
+      "dispatched", G_TYPE_UINT64, l.dispatched, "completed", G_TYPE_UINT64,
+      l.completed, "dropped", G_TYPE_UINT64, l.dropped, "failed", G_TYPE_UINT64,
+      l.failed, "timed-out", G_TYPE_UINT64, l.timed_out, "late", G_TYPE_UINT64,
+      l.late, "reorder-waits", G_TYPE_UINT64, l.reorder_waits, "queued",
+      G_TYPE_UINT, l.queued, "in-flight", G_TYPE_UINT, l.in_flight,
+      "service-time", G_TYPE_UINT64, (guint64)MAX (l.service_ns, 0), "fps",
+      G_TYPE_DOUBLE, l.fps, nullptr);
+  gst_gpufan_device_to_structure (l.device, s);
+  return s;
+}
+
+static std::mutex decorators_lock;
+static std::map<const gpufan::Session *, GstGpuFanLaneDecorator> decorators;
+
+void
+gst_gpufan_register_lane_decorator (const gpufan::Session * session,
+    GstGpuFanLaneDecorator decorate)
+{
+  std::lock_guard<std::mutex> lk (decorators_lock);
+  decorators[session] = std::move (decorate);
+}
+
+void
+gst_gpufan_unregister_lane_decorator (const gpufan::Session * session)
+{
+  std::lock_guard<std::mutex> lk (decorators_lock);
+  decorators.erase (session);
 }
 
 GstStructure *
-gst_gpufan_stats_to_structure (const gpufan::SessionStats & stats)
+gst_gpufan_stats_to_structure (const gpufan::Session & session)
 {
+  const gpufan::SessionStats stats = session.Stats ();
+  /* held while decorating: the fan-out cannot unregister (and go away)
+   * meanwhile */
+  std::lock_guard<std::mutex> lk (decorators_lock);
+  auto it = decorators.find (&session);
+  const GstGpuFanLaneDecorator * decorate
+      = it == decorators.end () ? nullptr : &it->second;
+
   GValue lanes = G_VALUE_INIT;
   gst_value_array_init (&lanes, stats.lanes.size ());
   for (const auto & l : stats.lanes) {
     GValue v = G_VALUE_INIT;
     g_value_init (&v, GST_TYPE_STRUCTURE);
-    g_value_take_boxed (&v, lane_stats_to_structure (l));
+    GstStructure * lane = lane_stats_to_structure (l);
+    if (decorate)
+      (*decorate) (l.lane, lane);
+    g_value_take_boxed (&v, lane);
     gst_value_array_append_and_take_value (&lanes, &v);
   }
 
@@ -324,8 +357,7 @@ gst_gpufan_stats_to_structure (const gpufan::SessionStats & stats)
 }
 
 GstMessage *
-gst_gpufan_stats_message_new (GstObject * src,
-    const gpufan::SessionStats & stats)
+gst_gpufan_stats_message_new (GstObject * src, const gpufan::Session & session)
 {
-  return gst_message_new_element (src, gst_gpufan_stats_to_structure (stats));
+  return gst_message_new_element (src, gst_gpufan_stats_to_structure (session));
 }

@@ -24,6 +24,22 @@ Error::Error(int code, std::string name, const std::string& description,
 
 Error::Error(const std::string& message) : std::runtime_error(message) {}
 
+namespace {
+
+class HostPinner : public Pinner {
+ public:
+  void Pin(void *p, size_t bytes) override { RegisterHost(p, bytes); }
+  void Unpin(void *p) override { UnregisterHost(p); }
+};
+
+}  // namespace
+
+std::shared_ptr<Pinner> MakeHostPinner() {
+  if (!Available())
+    return nullptr;
+  return std::make_shared<HostPinner>();
+}
+
 // StreamPool bookkeeping: the same with or without a driver.
 
 StreamPool::Stream::Stream(std::shared_ptr<StreamPool> pool, void *stream)

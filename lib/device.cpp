@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gpufan/cuda.h"
+#include "gpufan/topology.h"
 
 namespace gpufan {
 
@@ -56,6 +57,10 @@ DeviceRegistry DeviceRegistry::Discover() {
   registry.devices_.reserve(registry.devices_.size() + cpus);
   for (unsigned i = 0; i < cpus; ++i)
     registry.devices_.push_back(Device::Cpu(static_cast<int>(i)));
+  // NUMA node and local CPUs, where the platform tells (hwloc).
+  const std::shared_ptr<const Topology> topology = Topology::System();
+  for (Device& device : registry.devices_)
+    topology->FillLocality(device);
   return registry;
 }
 

@@ -147,6 +147,11 @@ void Session::SetLaneWeight(uint32_t lane, double weight) {
   }
 }
 
+void Session::SetLaneDevice(uint32_t lane, const Device& device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane)) l->device = device;
+}
+
 void Session::SetLaneEligible(uint32_t lane, bool eligible) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpufan/device.h"
+#include "gpufan/host-pool.h"
 #include "gpufan/prelude.h"
 
 namespace gpufan {
@@ -97,6 +98,11 @@ GPUFAN_API void UnregisterHost(void *p);
 // device per process.
 // Thread-safety: Retain() is thread-safe; the object is immutable. A context
 // is current per thread: a ScopedPush must end on the thread it began on.
+// A Pinner for HostPool that page-locks through RegisterHost/UnregisterHost;
+// nullptr when there is no driver (Available() is false), so that a pool
+// then gives NUMA-bound ordinary memory. Thread-safe.
+GPUFAN_API std::shared_ptr<Pinner> MakeHostPinner();
+
 class GPUFAN_API PrimaryContext {
  public:
   // The device's context, shared with every other holder. The first holder
@@ -110,6 +116,7 @@ class GPUFAN_API PrimaryContext {
 
   void *handle() const { return context_; }  // the CUcontext
   int ordinal() const { return ordinal_; }
+  int device() const { return device_; }  // the CUdevice
 
   // Makes the context current on this thread for the scope. Throws Error when
   // the push fails; the pop in the destructor cannot report a failure.

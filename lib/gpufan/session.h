@@ -122,6 +122,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void RemoveLane(uint32_t lane);
   bool HasLane(uint32_t lane) const;
   void SetLaneWeight(uint32_t lane, double weight);
+  // The device the lane runs on changed (placement happens after AddLane).
+  void SetLaneDevice(uint32_t lane, const Device& device);
   // Ineligible lanes get no new items (unlinked, failed, ended, flushing).
   void SetLaneEligible(uint32_t lane, bool eligible);
   // A fan-in waits for the lane's items from now on.

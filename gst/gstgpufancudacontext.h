@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <gst/gst.h>
+
+#include <string>
+
+/* Answers a `gst.cuda.context` context query with the context of CUDA device
+ * @ordinal, so that stock nvcodec elements (cudaupload, cudascale, nvh264enc,
+ * ...) bind to that device without `cuda-device-id` being set.
+ *
+ * The GstCudaContext wraps the device's primary context, retained through
+ * libgpufan once per process and kept for the life of the process: branch
+ * elements may hold the GstCudaContext beyond the fan-out's life. The
+ * gstreamer-cuda-1.0 library is loaded at run time (its headers need the
+ * CUDA toolkit's cuda.h, which a plain Debian machine lacks).
+ *
+ * Returns FALSE, with @why_not set, when the query is not for a CUDA context,
+ * or when no context can be given (no driver, no such device, no
+ * gstreamer-cuda-1.0). Thread-safe. */
+gboolean gst_gpufan_answer_cuda_context_query (GstQuery * query, int ordinal,
+    std::string * why_not);
+
+/* TRUE when @query asks for a `gst.cuda.context`. */
+gboolean gst_gpufan_is_cuda_context_query (GstQuery * query);
