@@ -4,6 +4,8 @@
 #   2. the static checker (cppcheck on lib/, gst/, examples/): one case,
 #      static-analysis
 #   3. meson test (GoogleTest suites for lib/ and the elements)
+#   3b. the same suites built without the optional back ends (-Dcuda=disabled
+#      -Dhwloc=disabled, in build-minimal/): one case, minimal-build
 #   4. a summary in test cases (scripts/summarize-tests.py); its last line is
 #      "N passed, N failed" (", N skipped" when something was skipped).
 # Exit status: non-zero when any case failed (or the build failed).
@@ -15,6 +17,7 @@
 #   BUILD_DIR             build directory (default: build)
 #   GPUFAN_TEST_PROCESSES parallel test processes (default: 2)
 #   GPUFAN_SKIP_CPPCHECK=1  skip the static checker (counted as skipped)
+#   GPUFAN_SKIP_MINIMAL=1   skip the build without CUDA/hwloc (skipped)
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,6 +80,23 @@ if ((build_ok)); then
   # Its exit status is not needed: every test it ran is in testlog.json, and
   # a missing testlog.json (meson failed before running anything) counts as
   # a failed case in the summary.
+fi
+
+# 3b. The plugin must build, load and pass without the CUDA headers and
+# without hwloc (a machine that has neither): the whole suite again, in a
+# build of its own.
+say "build and tests without CUDA and hwloc (build-minimal)"
+if [[ ${GPUFAN_SKIP_MINIMAL:-0} == 1 ]] || ((!build_ok)); then
+  echo "skipped"
+  extra_cases+=(--case "minimal-build (-Dcuda=disabled -Dhwloc=disabled)=skipped")
+elif BUILD_DIR=build-minimal \
+    GPUFAN_MESON_ARGS="-Dcuda=disabled -Dhwloc=disabled ${GPUFAN_MESON_ARGS:-}" \
+    bash scripts/setup.sh &&
+    meson test -C build-minimal --print-errorlogs \
+      --num-processes "${GPUFAN_TEST_PROCESSES:-2}" "$@"; then
+  extra_cases+=(--case "minimal-build (-Dcuda=disabled -Dhwloc=disabled)=passed")
+else
+  extra_cases+=(--case "minimal-build (-Dcuda=disabled -Dhwloc=disabled)=failed")
 fi
 
 # 4. Summary.
