@@ -34,6 +34,10 @@ namespace {
 
 struct Options {
   gchar *input = nullptr;
+  // "auto": CUDA branches when GStreamer's CUDA elements are there (nvcodec
+  // registers them only when it finds a GPU), else CPU branches.
+  gchar *branch = nullptr;
+  bool cuda = false;  // resolved from `branch`
   gint lanes = 0;
   gint frames = -1;
   gint width = 640;
@@ -101,6 +105,16 @@ std::string SourceDescription(const Options& o) {
 }
 
 std::string LaneDescription(const Options& o) {
+  if (o.cuda) {
+    // Upload, scale on the lane's GPU (its context comes from gpufanout),
+    // download, then the same JPEG encoding as the CPU branch.
+    return "videoconvert ! video/x-raw,format=NV12 ! cudaupload ! "
+           "cudascale ! video/x-raw(memory:CUDAMemory),width=" +
+           std::to_string(o.width / 2) +
+           ",height=" + std::to_string(o.height / 2) +
+           " ! cudadownload ! videoconvert ! jpegenc quality=" +
+           std::to_string(o.quality);
+  }
   char sigma[32];
   g_ascii_dtostr(sigma, sizeof(sigma), o.sigma);
   return std::string("videoconvert ! gaussianblur sigma=") + sigma +
@@ -350,7 +364,7 @@ void PrintLaneTable(const GstStructure *stats) {
           policy ? policy : "?", U64(stats, "dispatched"),
           U64(stats, "released"), U64(stats, "max-in-flight"),
           U64(stats, "window-peak"));
-  g_print("  %4s  %-10s %10s %10s %8s %11s %8s\n", "lane", "device",
+  g_print("  %4s  %-16s %10s %10s %8s %11s %8s\n", "lane", "device",
           "dispatched", "completed", "dropped", "service ms", "fps");
   const GValue *lanes = gst_structure_get_value(stats, "lanes");
   if (!lanes || !GST_VALUE_HOLDS_ARRAY(lanes)) {
@@ -363,7 +377,7 @@ void PrintLaneTable(const GstStructure *stats) {
       continue;
     const GstStructure *l = gst_value_get_structure(v);
     const gchar *device = gst_structure_get_string(l, "device");
-    g_print("  %4" G_GUINT64_FORMAT "  %-10s %10" G_GUINT64_FORMAT
+    g_print("  %4" G_GUINT64_FORMAT "  %-16s %10" G_GUINT64_FORMAT
             " %10" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %11.2f %8.1f\n",
             U64(l, "lane"), device ? device : "?", U64(l, "dispatched"),
             U64(l, "completed"), U64(l, "dropped"),
@@ -403,6 +417,16 @@ void PrintRun(const char *label, int lanes, const RunResult& r) {
           r.seconds > 0 ? r.frames_out / r.seconds : 0.0);
   if (lanes > 0)
     PrintLaneTable(r.stats);
+}
+
+bool HaveFactories(std::initializer_list<const char *> names) {
+  for (const char *name : names) {
+    GstElementFactory *f = gst_element_factory_find(name);
+    if (!f)
+      return false;
+    gst_object_unref(f);
+  }
+  return true;
 }
 
 bool CheckFactories() {
@@ -448,6 +472,11 @@ int main(int argc, char **argv) {
        "Video file to process (decoded with decodebin; default: "
        "videotestsrc pattern=ball)",
        "FILE"},
+      {"branch", 'b', 0, G_OPTION_ARG_STRING, &o.branch,
+       "Lane branch: cpu (gaussianblur + jpegenc), cuda (cudaupload ! "
+       "cudascale ! cudadownload + jpegenc), auto: cuda where GStreamer's "
+       "CUDA elements find a GPU (auto)",
+       "B"},
       {"lanes", 'l', 0, G_OPTION_ARG_INT, &o.lanes,
        "Lanes of the parallel run (default: number of CPUs, at least 2)", "N"},
       {"frames", 'n', 0, G_OPTION_ARG_INT, &o.frames,
@@ -504,6 +533,16 @@ int main(int argc, char **argv) {
     Fail(std::string("no such file: ") + o.input);
   if (!CheckFactories())
     Fail("required elements are missing");
+  const std::string branch = o.branch ? o.branch : "auto";
+  const bool have_cuda =
+      HaveFactories({"cudaupload", "cudascale", "cudadownload"});
+  if (branch == "cuda" && !have_cuda)
+    Fail(
+        "--branch cuda: GStreamer's CUDA elements are missing (no GPU "
+        "found by nvcodec, or no NVIDIA driver)");
+  if (branch != "auto" && branch != "cpu" && branch != "cuda")
+    Fail("bad --branch (cpu, cuda or auto)");
+  o.cuda = branch == "cuda" || (branch == "auto" && have_cuda);
 
   std::string output = o.output;
   gchar *dir = g_path_get_dirname(output.c_str());
@@ -515,11 +554,18 @@ int main(int argc, char **argv) {
     stem.resize(stem.size() - 4);
   const std::string baseline_output = stem + "-1lane.mkv";
 
-  g_print(
-      "gpufan-demo: %s, %dx%d, gaussianblur sigma=%.2f + jpegenc per "
-      "lane, policy %s, %u CPUs\n",
-      o.input ? o.input : "videotestsrc pattern=ball", o.width, o.height,
-      o.sigma, o.policy, g_get_num_processors());
+  if (o.cuda)
+    g_print(
+        "gpufan-demo: %s, %dx%d, CUDA branch (cudaupload ! cudascale ! "
+        "cudadownload) + jpegenc per lane, lanes on the GPUs, policy %s\n",
+        o.input ? o.input : "videotestsrc pattern=ball", o.width, o.height,
+        o.policy);
+  else
+    g_print(
+        "gpufan-demo: %s, %dx%d, gaussianblur sigma=%.2f + jpegenc per "
+        "lane, policy %s, %u CPUs\n",
+        o.input ? o.input : "videotestsrc pattern=ball", o.width, o.height,
+        o.sigma, o.policy, g_get_num_processors());
 
   bool ok = true;
   RunResult plain;
