@@ -88,15 +88,15 @@ fi
 say "build and tests without CUDA and hwloc (build-minimal)"
 if [[ ${GPUFAN_SKIP_MINIMAL:-0} == 1 ]] || ((!build_ok)); then
   echo "skipped"
-  extra_cases+=(--case "minimal-build (-Dcuda=disabled -Dhwloc=disabled)=skipped")
+  extra_cases+=(--case "minimal-build (no CUDA, no hwloc)=skipped")
 elif BUILD_DIR=build-minimal \
     GPUFAN_MESON_ARGS="-Dcuda=disabled -Dhwloc=disabled ${GPUFAN_MESON_ARGS:-}" \
     bash scripts/setup.sh &&
     meson test -C build-minimal --print-errorlogs \
       --num-processes "${GPUFAN_TEST_PROCESSES:-2}" "$@"; then
-  extra_cases+=(--case "minimal-build (-Dcuda=disabled -Dhwloc=disabled)=passed")
+  extra_cases+=(--case "minimal-build (no CUDA, no hwloc)=passed")
 else
-  extra_cases+=(--case "minimal-build (-Dcuda=disabled -Dhwloc=disabled)=failed")
+  extra_cases+=(--case "minimal-build (no CUDA, no hwloc)=failed")
 fi
 
 # 4. Summary.

@@ -127,7 +127,7 @@ def main():
     cases = []  # (name, verdict, message)
 
     for spec in args.case:
-        name, _, verdict = spec.partition("=")
+        name, _, verdict = spec.rpartition("=")
         if verdict not in ("passed", "failed", "skipped"):
             ap.error(f"bad --case {spec!r}")
         cases.append((name, verdict, ""))
