@@ -3,6 +3,7 @@
 
 #include <gst/video/video.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,9 @@ namespace {
 struct HostMemory {
   GstMemory mem;
   gpufan::HostBlock block; /* a share points into its parent's block */
+  /* Start of the memory's region (what map returns, before the offset):
+   * block.data moved up to the requested alignment. */
+  guint8 * region = nullptr;
 };
 
 } // namespace
@@ -31,6 +35,7 @@ struct _GstGpuFanHostAllocator {
   GstAllocator parent;
   gint node;
   std::shared_ptr<gpufan::HostPool> * pool; /* set once, at creation */
+  std::atomic<guint64> fallbacks;           /* allocations served by sysmem */
 };
 
 G_DEFINE_TYPE (GstGpuFanHostAllocator, gst_gpufan_host_allocator,
@@ -50,9 +55,12 @@ host_memory_alloc (GstAllocator * allocator, gsize size,
   try {
     block = (*self->pool)->Acquire (maxsize + slack);
   } catch (const std::exception & e) {
-    GST_WARNING_OBJECT (self, "no host block of %" G_GSIZE_FORMAT " bytes: %s",
-        maxsize + slack, e.what ());
-    return nullptr;
+    /* Past the pool's bound (or out of memory) frames travel in ordinary
+     * memory: a buffer pool that failed here would stop the stream. */
+    if (self->fallbacks.fetch_add (1) == 0)
+      GST_WARNING_OBJECT (self, "host pool full, using ordinary memory: %s",
+          e.what ());
+    return gst_allocator_alloc (nullptr, size, params);
   }
 
   gsize shift = 0;
@@ -62,14 +70,15 @@ host_memory_alloc (GstAllocator * allocator, gsize size,
   }
   auto * mem = new HostMemory ();
   mem->block = block;
+  /* as the system allocator does: the region starts aligned, the prefix
+   * follows */
+  mem->region = static_cast<guint8 *> (block.data) + shift;
   gst_memory_init (GST_MEMORY_CAST (mem), params->flags, allocator, nullptr,
-      maxsize, align, params->prefix + shift, size);
-  /* the memory starts at block.data; shift moves it to the alignment */
-  guint8 * base = static_cast<guint8 *> (block.data);
+      maxsize, align, params->prefix, size);
   if (params->prefix && (params->flags & GST_MEMORY_FLAG_ZERO_PREFIXED))
-    memset (base + shift, 0, params->prefix);
+    memset (mem->region, 0, params->prefix);
   if (params->padding && (params->flags & GST_MEMORY_FLAG_ZERO_PADDED))
-    memset (base + shift + params->prefix + size, 0, params->padding);
+    memset (mem->region + params->prefix + size, 0, params->padding);
   return GST_MEMORY_CAST (mem);
 }
 
@@ -78,15 +87,20 @@ host_memory_free (GstAllocator * allocator, GstMemory * memory)
 {
   auto * self = GST_GPUFAN_HOST_ALLOCATOR (allocator);
   auto * mem = reinterpret_cast<HostMemory *> (memory);
-  if (!memory->parent)
-    (*self->pool)->Release (mem->block);
+  if (!memory->parent) {
+    try {
+      (*self->pool)->Release (mem->block);
+    } catch (const std::exception & e) {
+      GST_ERROR_OBJECT (self, "cannot give a block back: %s", e.what ());
+    }
+  }
   delete mem;
 }
 
 static gpointer
 host_memory_map (GstMemory * memory, gsize, GstMapFlags)
 {
-  return reinterpret_cast<HostMemory *> (memory)->block.data;
+  return reinterpret_cast<HostMemory *> (memory)->region;
 }
 
 static void
@@ -104,6 +118,7 @@ host_memory_share (GstMemory * memory, gssize offset, gssize size)
 
   auto * share = new HostMemory ();
   share->block = mem->block;
+  share->region = mem->region;
   gst_memory_init (GST_MEMORY_CAST (share),
       (GstMemoryFlags)(GST_MINI_OBJECT_FLAGS (parent)
           | GST_MINI_OBJECT_FLAG_LOCK_READONLY),
@@ -140,6 +155,7 @@ gst_gpufan_host_allocator_init (GstGpuFanHostAllocator * self)
   allocator->mem_share = host_memory_share;
   /* mem_copy and mem_is_span: GstAllocator's fallbacks (map and copy) */
   self->node = -1;
+  self->fallbacks = 0;
 }
 
 GstAllocator *
@@ -171,7 +187,9 @@ gst_gpufan_host_allocator_get (gint node, guint limit_mib)
   /* GStreamer owns registered allocators and frees them at gst_deinit() */
   gst_object_ref_sink (self);
   gst_allocator_register (name, GST_ALLOCATOR (self));
-  return gst_allocator_find (name);
+  GstAllocator * registered = gst_allocator_find (name);
+  g_free (name); /* gst_allocator_register copied it */
+  return registered;
 }
 
 gboolean
@@ -233,7 +251,12 @@ gst_gpufan_stage_buffer (GstBuffer * buffer, GstAllocator * allocator,
   const gsize size = gst_buffer_get_size (buffer);
   GstMemory * mem
       = size ? gst_allocator_alloc (allocator, size, nullptr) : nullptr;
-  if (!mem) {
+  gint node;
+  gboolean pinned;
+  if (!mem || !gst_gpufan_host_memory_info (mem, &node, &pinned)) {
+    /* a copy into ordinary memory would gain nothing */
+    if (mem)
+      gst_memory_unref (mem);
     *why_not = size ? "the node's host pool is full" : "empty buffer";
     return buffer;
   }
@@ -268,5 +291,6 @@ gst_gpufan_host_allocator_stats_to_structure (GstAllocator * allocator,
       G_TYPE_UINT64, (guint64)st.bytes_reserved, "pool-bytes-pinned",
       G_TYPE_UINT64, (guint64)st.bytes_pinned, "pool-bytes-node-bound",
       G_TYPE_UINT64, (guint64)st.bytes_node_bound, "pool-evictions",
-      G_TYPE_UINT64, (guint64)st.evictions, nullptr);
+      G_TYPE_UINT64, (guint64)st.evictions, "pool-fallbacks", G_TYPE_UINT64,
+      self->fallbacks.load (), nullptr);
 }

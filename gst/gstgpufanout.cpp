@@ -264,8 +264,10 @@ struct Lane {
   gpufan::Device device;
 
   /* The host pool of the device's NUMA node and whether frames are copied
-   * into it before they enter the branch (under `lock`: read by the
-   * worker). */
+   * into it before they enter the branch. Under staging_lock, a leaf lock
+   * never held across a call into GStreamer: the statistics read these
+   * from any thread, even from a bus sync handler while `lock` is held. */
+  std::mutex staging_lock;
   GstAllocator * allocator = nullptr;
   bool stage = false;
   gint stage_node = -1;
@@ -297,14 +299,20 @@ struct GstGpuFanOutPrivate {
   /* Device settings (properties), under settings_lock. */
   std::mutex settings_lock;
   std::string devices_text = DEFAULT_DEVICES;
-  /* a property value that did not parse: reported at NULL->READY */
-  std::string settings_error;
+  /* property values that did not parse, by property: reported at
+   * NULL->READY */
+  std::map<guint, std::string> settings_errors;
   gpufan::DeviceSpec device_spec;
   gpufan::PlacementHints hints;
   std::string min_compute_capability = DEFAULT_MIN_COMPUTE_CAPABILITY;
   guint require_codecs = DEFAULT_REQUIRE_CODECS;
   guint host_pool_mib = DEFAULT_HOST_POOL_SIZE;
   GstGpuFanStaging staging = DEFAULT_STAGING;
+  /* the stream's caps are in system memory (no caps features but
+   * memory:SystemMemory): only then is staging or a host pool of use */
+  std::atomic<bool> host_memory_caps{ true };
+  /* the "No GPU" warning was posted since the last READY->NULL */
+  std::atomic<bool> no_gpu_warned{ false };
   /* some lane's needs_probe is set: saves looking at every lane per buffer */
   std::atomic<bool> probe_pending{ true };
 
@@ -585,7 +593,7 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
       ? gst_gpufan_host_allocator_get (device.numa_node, host_pool_mib)
       : nullptr;
   {
-    std::lock_guard<std::mutex> lk (lane->lock);
+    std::lock_guard<std::mutex> lk (lane->staging_lock);
     std::swap (lane->allocator, allocator);
     const bool gpu = device.kind == gpufan::DeviceKind::kCuda;
     lane->stage = lane->allocator
@@ -634,10 +642,29 @@ place_lane (GstGpuFanOut * self, const LanePtr & lane, std::string * error)
   return TRUE;
 }
 
+/* Lanes are not moved while streaming: a branch bound to a GPU keeps it.
+ * Settings changed then take effect at the next start (READY->NULL
+ * unplaces every lane). */
+static bool
+lanes_streaming (GstGpuFanOut * self)
+{
+  GST_OBJECT_LOCK (self);
+  bool streaming = GST_STATE (self) >= GST_STATE_PAUSED
+      || GST_STATE_PENDING (self) >= GST_STATE_PAUSED;
+  GST_OBJECT_UNLOCK (self);
+  if (streaming)
+    GST_WARNING_OBJECT (self,
+        "device settings changed while streaming take "
+        "effect at the next start");
+  return streaming;
+}
+
 /* The settings changed: the lane is placed again at the next start. */
 static void
 unplace_lane (GstGpuFanOut * self, guint id)
 {
+  if (lanes_streaming (self))
+    return;
   std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
   auto it = self->priv->lanes.find (id);
   if (it != self->priv->lanes.end ())
@@ -647,6 +674,8 @@ unplace_lane (GstGpuFanOut * self, guint id)
 static void
 unplace_all_lanes (GstGpuFanOut * self)
 {
+  if (lanes_streaming (self))
+    return;
   std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
   for (auto & kv : self->priv->lanes)
     kv.second->placed = false;
@@ -661,7 +690,8 @@ place_all_lanes (GstGpuFanOut * self)
   std::string settings_error;
   {
     std::lock_guard<std::mutex> lk (self->priv->settings_lock);
-    settings_error = self->priv->settings_error;
+    if (!self->priv->settings_errors.empty ())
+      settings_error = self->priv->settings_errors.begin ()->second;
   }
   if (!settings_error.empty ()) {
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
@@ -688,7 +718,8 @@ place_all_lanes (GstGpuFanOut * self)
     std::lock_guard<std::mutex> lk (self->priv->settings_lock);
     auto_mode = self->priv->device_spec.mode == gpufan::DeviceSpec::Mode::kAuto;
   }
-  if (auto_mode && cpu_by_default)
+  /* once per start (placement runs at NULL->READY and READY->PAUSED) */
+  if (auto_mode && cpu_by_default && !self->priv->no_gpu_warned.exchange (true))
     GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
         ("No GPU: running CPU lanes (%s)",
             gst_gpufan_no_gpu_reason ().c_str ()),
@@ -859,7 +890,7 @@ lane_decorator (GstGpuFanOut * self)
         G_TYPE_UINT64, lane->copies_skipped.load (), nullptr);
     GstAllocator * allocator = nullptr;
     {
-      std::lock_guard<std::mutex> lk (lane->lock);
+      std::lock_guard<std::mutex> lk (lane->staging_lock);
       if (lane->allocator)
         allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
     }
@@ -926,24 +957,39 @@ outcome_of (GstFlowReturn ret)
 /* Copies a frame into the lane's NUMA-local (pinned, for a GPU) pool
  * memory unless it is there already: upstream that used the pool the
  * fan-out proposed needs no copy. A full pool lets the frame through as it
- * is. Called with lane->lock held (cheap: the copy is one memcpy). */
+ * is. Frames in device memory (caps features other than system memory:
+ * CUDA, GL, DMABuf) are left alone. On the lane's thread, without the lane
+ * lock (the item is popped and the lane busy). */
 static void
 stage_item (const LanePtr & lane, QueuedItem & item)
 {
-  if (gst_gpufan_buffer_is_local (GST_BUFFER_CAST (item.obj), lane->stage_node,
-          lane->stage_pinned))
-    return;
-  gboolean copied;
-  std::string why_not;
-  item.obj = GST_MINI_OBJECT_CAST (
-      gst_gpufan_stage_buffer (GST_BUFFER_CAST (item.Steal ()), lane->allocator,
-          &copied, &why_not));
-  if (copied) {
-    lane->copies++;
-  } else {
-    lane->copies_skipped++;
-    GST_LOG_OBJECT (lane->pad, "frame not staged: %s", why_not.c_str ());
+  GstAllocator * allocator = nullptr;
+  gint node;
+  gboolean need_pinned;
+  {
+    std::lock_guard<std::mutex> lk (lane->staging_lock);
+    if (!lane->stage || !lane->allocator)
+      return;
+    allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
+    node = lane->stage_node;
+    need_pinned = lane->stage_pinned;
   }
+  GstBuffer * buffer = GST_BUFFER_CAST (item.obj);
+  if (lane->element->priv->host_memory_caps.load ()
+      && !gst_gpufan_buffer_is_local (buffer, node, need_pinned)) {
+    gboolean copied;
+    std::string why_not;
+    item.obj = GST_MINI_OBJECT_CAST (
+        gst_gpufan_stage_buffer (GST_BUFFER_CAST (item.Steal ()), allocator,
+            &copied, &why_not));
+    if (copied) {
+      lane->copies++;
+    } else {
+      lane->copies_skipped++;
+      GST_LOG_OBJECT (lane->pad, "frame not staged: %s", why_not.c_str ());
+    }
+  }
+  gst_object_unref (allocator);
 }
 
 /* The lane's streaming thread: one item per call. The task owns a reference
@@ -969,9 +1015,9 @@ lane_loop (gpointer user_data)
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
     lane->busy = true;
-    if (item.kind == ItemKind::kBuffer && lane->stage)
-      stage_item (lane, item);
   }
+  if (item.kind == ItemKind::kBuffer)
+    stage_item (lane, item);
 
   switch (item.kind) {
     case ItemKind::kEvent: {
@@ -1126,7 +1172,12 @@ gst_gpufan_out_src_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
        * the lane gets no buffer before lane_update_eligibility below */
       lane->flushing = false;
       copy_sticky_events (self, pad, true);
-      started = start_lane_task_unlocked (lane);
+      /* A pad activated before it is added (a lane requested while
+       * streaming) has no parent to announce its task through, so the task
+       * would miss the lane's worker-thread pool: request_new_pad starts it
+       * once the pad is added. Until then items wait in the queue. */
+      started
+          = GST_OBJECT_PARENT (pad) ? start_lane_task_unlocked (lane) : TRUE;
     }
     lane_update_eligibility (self, lane);
     return started;
@@ -1349,6 +1400,8 @@ enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event)
   gst_event_unref (event);
 }
 
+static gboolean caps_in_host_memory (GstCaps * caps);
+
 static gboolean
 gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
@@ -1394,9 +1447,13 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts)
           == GST_FLOW_OK;
     }
-    case GST_EVENT_CAPS:
+    case GST_EVENT_CAPS: {
       priv->caps_epoch++;
+      GstCaps * caps;
+      gst_event_parse_caps (event, &caps);
+      priv->host_memory_caps = caps_in_host_memory (caps);
       break;
+    }
     case GST_EVENT_STREAM_START:
       for (const LanePtr & lane : snapshot_lanes (self))
         request_probe (self, lane);
@@ -1456,6 +1513,22 @@ drain_all_lanes (GstGpuFanOut * self, GstQuery * query)
   return res;
 }
 
+/* TRUE when @caps describe frames in system memory. */
+static gboolean
+caps_in_host_memory (GstCaps * caps)
+{
+  if (!caps || gst_caps_is_any (caps) || gst_caps_is_empty (caps))
+    return TRUE;
+  for (guint i = 0; i < gst_caps_get_size (caps); i++) {
+    GstCapsFeatures * f = gst_caps_get_features (caps, i);
+    if (f && !gst_caps_features_is_any (f)
+        && !gst_caps_features_is_equal (f,
+            GST_CAPS_FEATURES_MEMORY_SYSTEM_MEMORY))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* The host allocator of the NUMA node most lanes are on (GPU lanes count
  * first: they need pinned memory), or nullptr when the pools are off. */
 static GstAllocator *
@@ -1465,8 +1538,10 @@ proposed_allocator (GstGpuFanOut * self)
   std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
   for (auto & kv : self->priv->lanes) {
     const LanePtr & lane = kv.second;
-    std::lock_guard<std::mutex> lane_lk (lane->lock);
-    if (lane->allocator)
+    std::lock_guard<std::mutex> lane_lk (lane->staging_lock);
+    /* only lanes that want their frames in the pool (GPU lanes, or any lane
+     * with staging=always) make the fan-out propose it */
+    if (lane->allocator && lane->stage)
       votes[lane->allocator] += lane->stage_pinned ? 1000 : 1;
   }
   GstAllocator * best = nullptr;
@@ -1535,7 +1610,8 @@ aggregate_allocation (GstGpuFanOut * self, GstQuery * query)
     gst_query_unref (q);
   }
 
-  GstAllocator * allocator = proposed_allocator (self);
+  GstAllocator * allocator
+      = caps_in_host_memory (caps) ? proposed_allocator (self) : nullptr;
   if (answered == 0 && !allocator)
     return TRUE; /* upstream uses its defaults */
 
@@ -1660,6 +1736,12 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   if (GST_PAD_IS_ACTIVE (self->sinkpad))
     gst_pad_set_active (pad, TRUE);
   gst_element_add_pad (element, pad);
+  {
+    /* the task deferred by activation (see src_activate_mode) */
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (GST_PAD_MODE (pad) == GST_PAD_MODE_PUSH && !lane->flushing)
+      start_lane_task_unlocked (lane);
+  }
   return pad;
 }
 
@@ -1696,8 +1778,11 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   GstGpuFanOut * self = GST_GPUFAN_OUT (element);
   GstGpuFanOutPrivate * priv = self->priv;
 
-  /* before the lanes' tasks exist: their threads depend on the device */
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !place_all_lanes (self))
+  /* before the lanes' tasks exist: their threads depend on the device.
+   * Again at READY->PAUSED, for settings changed in READY. */
+  if ((transition == GST_STATE_CHANGE_NULL_TO_READY
+          || transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+      && !place_all_lanes (self))
     return GST_STATE_CHANGE_FAILURE;
 
   GstStateChangeReturn ret
@@ -1705,8 +1790,12 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   if (ret == GST_STATE_CHANGE_FAILURE)
     return ret;
 
-  if (transition == GST_STATE_CHANGE_READY_TO_NULL)
-    unplace_all_lanes (self);
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
+    priv->no_gpu_warned = false;
+    std::lock_guard<std::mutex> lk (priv->lanes_lock);
+    for (auto & kv : priv->lanes)
+      kv.second->placed = false;
+  }
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     priv->session->Reset ();
@@ -1770,13 +1859,13 @@ set_device_setting (GstGpuFanOut * self, guint prop_id, const GValue * value)
       priv->hints.need_nvdec = priv->require_codecs & GST_GPUFAN_CODEC_NVDEC;
       break;
   }
-  /* one message for the latest bad value; a good value clears its own */
-  if (!error.empty ())
-    priv->settings_error = error;
-  else if (prop_id == PROP_DEVICES || prop_id == PROP_MIN_COMPUTE_CAPABILITY)
-    priv->settings_error.clear ();
-  if (!error.empty ())
+  /* a good value clears its own property's error, not another's */
+  if (error.empty ()) {
+    priv->settings_errors.erase (prop_id);
+  } else {
+    priv->settings_errors[prop_id] = error;
     GST_WARNING_OBJECT (self, "%s", error.c_str ());
+  }
 }
 
 /* A lane's pad announces its new task before starting it: the task gets

@@ -52,18 +52,21 @@ run_bound (GstGpuFanTaskPool * self, GstTaskPoolFunction func,
 {
   GstGpuFanTaskPoolPrivate * priv = self->priv;
 
-  std::string why_not;
-  std::string outcome;
-  if (priv->cpus.empty ())
-    outcome = "unbound: the device's local CPUs are unknown";
-  else if (!priv->bind (priv->cpus, &why_not))
-    outcome = "unbound: " + why_not;
-  else
-    outcome = "bound to CPUs " + gst_gpufan_format_cpu_list (priv->cpus);
-  GST_DEBUG_OBJECT (self, "worker thread %s", outcome.c_str ());
-  {
+  /* Nothing may keep the task from running: GstTask joins this thread. */
+  try {
+    std::string why_not;
+    std::string outcome;
+    if (priv->cpus.empty ())
+      outcome = "unbound: the device's local CPUs are unknown";
+    else if (!priv->bind (priv->cpus, &why_not))
+      outcome = "unbound: " + why_not;
+    else
+      outcome = "bound to CPUs " + gst_gpufan_format_cpu_list (priv->cpus);
+    GST_DEBUG_OBJECT (self, "worker thread %s", outcome.c_str ());
     std::lock_guard<std::mutex> lk (priv->lock);
     priv->binding = outcome;
+  } catch (const std::exception & e) {
+    GST_WARNING_OBJECT (self, "worker thread left unbound: %s", e.what ());
   }
 
   func (user_data);
@@ -78,7 +81,7 @@ gst_gpufan_task_pool_push (GstTaskPool * pool, GstTaskPoolFunction func,
     /* the pool outlives the thread: GstTask joins it before it drops the
      * pool */
     return new std::thread (run_bound, self, func, user_data);
-  } catch (const std::system_error & e) {
+  } catch (const std::exception & e) {
     g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_FAILED,
         "Could not start a worker thread: %s", e.what ());
     return nullptr;

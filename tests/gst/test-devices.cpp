@@ -349,9 +349,11 @@ guint64 LaneU64(const GstStructure *stats, guint lane, const char *field) {
   return v;
 }
 
+// CPU lanes want their frames in their node's pool only with
+// staging=always (GPU lanes always do): then the fan-out proposes it.
 TEST(DevicesMemory, UpstreamWritesIntoTheProposedPool) {
   constexpr int kBuffers = 60;
-  LaunchedPipeline p(Pipeline("devices=cpu", 2, kBuffers));
+  LaunchedPipeline p(Pipeline("devices=cpu staging=always", 2, kBuffers));
   ASSERT_TRUE(p.ok());
   MemorySeen seen;
   p.AddProbe("f", "sink", GST_PAD_PROBE_TYPE_BUFFER, MemorySeen::Probe, &seen);
@@ -368,8 +370,22 @@ TEST(DevicesMemory, UpstreamWritesIntoTheProposedPool) {
   gst_structure_free(stats);
 }
 
+TEST(DevicesMemory, CpuLanesLeaveAllocationToUpstreamByDefault) {
+  LaunchedPipeline p(Pipeline("devices=cpu", 2, 30));
+  ASSERT_TRUE(p.ok());
+  MemorySeen seen;
+  p.AddProbe("f", "sink", GST_PAD_PROBE_TYPE_BUFFER, MemorySeen::Probe, &seen);
+  GstStructure *stats = RunAndGetFanoutStats(p);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(seen.pool.load(), 0);
+  EXPECT_EQ(seen.other.load(), 30);
+  EXPECT_EQ(LaneU64(stats, 0, "copies") + LaneU64(stats, 1, "copies"), 0u);
+  gst_structure_free(stats);
+}
+
 TEST(DevicesMemory, NoPoolWhenTheHostPoolIsOff) {
-  LaunchedPipeline p(Pipeline("devices=cpu host-pool-size=0", 2, 30));
+  LaunchedPipeline p(
+      Pipeline("devices=cpu staging=always host-pool-size=0", 2, 30));
   ASSERT_TRUE(p.ok());
   MemorySeen seen;
   p.AddProbe("f", "sink", GST_PAD_PROBE_TYPE_BUFFER, MemorySeen::Probe, &seen);
@@ -511,6 +527,138 @@ TEST(DevicesGpu, NvcodecBranchesRunOnTheirLanesGpu) {
         << "branch " << i << " is not on its lane's GPU";
   }
   gst_structure_free(stats);
+}
+
+}  // namespace
+
+namespace {
+
+// ----------------------------------------------- regressions from review ---
+
+// Reads the fan-out's statistics from the streaming-status sync message,
+// the way an application that watches its threads might.
+void ReadStatsOnStreamStatus(GstBus *, GstMessage *msg, gpointer fanout) {
+  if (GST_MESSAGE_TYPE(msg) != GST_MESSAGE_STREAM_STATUS)
+    return;
+  GstStructure *stats = nullptr;
+  g_object_get(G_OBJECT(fanout), "stats", &stats, nullptr);
+  if (stats)
+    gst_structure_free(stats);
+}
+
+TEST(DevicesRegression, StatsFromASyncHandlerWhileLanesStartDoNotDeadlock) {
+  LaunchedPipeline p(Pipeline("devices=cpu staging=always", 2, 30));
+  ASSERT_TRUE(p.ok());
+  GstBus *bus = gst_element_get_bus(p.get());
+  gst_bus_enable_sync_message_emission(bus);
+  const gulong id =
+      g_signal_connect(bus, "sync-message::stream-status",
+                       G_CALLBACK(ReadStatsOnStreamStatus), p.element("f"));
+  GstStructure *stats = RunAndGetFanoutStats(p);  // bounded waits inside
+  EXPECT_NE(stats, nullptr);
+  if (stats)
+    gst_structure_free(stats);
+  EXPECT_TRUE(p.Stop());
+  g_signal_handler_disconnect(bus, id);
+  gst_bus_disable_sync_message_emission(bus);
+  gst_object_unref(bus);
+}
+
+TEST(DevicesRegression, ALaneRequestedWhilePlayingGetsItsBoundThread) {
+  FanoutRig rig(1);
+  ASSERT_TRUE(rig.ok());
+  g_object_set(rig.fanout(), "devices", "cpu", nullptr);
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source().Start());
+  ASSERT_TRUE(PushRange(rig.source(), 0, 4));
+  rig.AddLane();
+  ASSERT_TRUE(PushRange(rig.source(), 4, 20));
+  ASSERT_TRUE(rig.lane(1).log().WaitBuffers(1)) << "the new lane got nothing";
+  GstStructure *stats = nullptr;
+  g_object_get(rig.fanout(), "stats", &stats, nullptr);
+  ASSERT_NE(stats, nullptr);
+  const std::string local = LaneString(stats, 1, "local-cpus");
+  const std::string worker = LaneString(stats, 1, "worker-thread");
+  gst_structure_free(stats);
+  if (local.empty())
+    GTEST_SKIP() << "the device's CPUs are unknown here";
+  EXPECT_EQ(worker, "bound to CPUs " + local);
+}
+
+TEST(DevicesRegression, SettingsChangedInReadyTakeEffect) {
+  LaunchedPipeline p(Pipeline("devices=cpu", 2));
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
+            GST_STATE_CHANGE_SUCCESS);
+  g_object_set(p.element("f"), "devices", "cpu:1", nullptr);
+  EXPECT_EQ(gst_element_set_state(p.get(), GST_STATE_PAUSED),
+            GST_STATE_CHANGE_FAILURE);
+  GstMessage *err = p.bus().WaitForType(GST_MESSAGE_ERROR);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(BusLog::ErrorText(err).find("src_1"), std::string::npos)
+      << BusLog::ErrorText(err);
+}
+
+TEST(DevicesRegression, AGoodValueDoesNotHideAnotherPropertysBadOne) {
+  LaunchedPipeline p(Pipeline("devices=bogus min-compute-capability=8.0", 1));
+  ASSERT_TRUE(p.ok());
+  const std::string error = ReadyError(p);
+  EXPECT_NE(error.find("bogus"), std::string::npos) << error;
+}
+
+TEST(DevicesRegression, AFullHostPoolFallsBackToOrdinaryMemory) {
+  // 1 MiB holds three 320x240 RGBA frames: the rest must still flow.
+  constexpr int kBuffers = 40;
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=40 ! "
+      "video/x-raw,format=RGBA,width=320,height=240,framerate=1000/1 ! "
+      "gpufanout name=f devices=cpu staging=always host-pool-size=1 "
+      "gpufanin name=m ! fakesink name=out "
+      "f.src_0 ! identity name=b0 ! m.sink_0 "
+      "f.src_1 ! identity name=b1 ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  RecordLog& out = p.Record("out", "sink");
+  GstStructure *stats = RunAndGetFanoutStats(p);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(out.Buffers(), static_cast<size_t>(kBuffers));
+  EXPECT_GT(LaneU64(stats, 0, "pool-fallbacks"), 0u)
+      << "the pool never ran full: the test proves nothing";
+  gst_structure_free(stats);
+}
+
+TEST(DevicesRegression, PageAlignedAllocationsKeepTheirBookkeeping) {
+  LaunchedPipeline p(Pipeline("devices=cpu staging=always", 1));
+  ASSERT_TRUE(p.ok());
+  GstStructure *stats = RunAndGetFanoutStats(p);
+  ASSERT_NE(stats, nullptr);
+  gint node = -1;
+  gst_structure_get_int(StatsLane(stats, 0), "pool-node", &node);
+  gst_structure_free(stats);
+  const std::string name = node >= 0
+                               ? "GpuFanHostMemory-node" + std::to_string(node)
+                               : std::string("GpuFanHostMemory-node-unknown");
+  GstAllocator *allocator = gst_allocator_find(name.c_str());
+  ASSERT_NE(allocator, nullptr) << name;
+  for (gsize align : {gsize(63), gsize(4095), gsize(8191)}) {
+    GstAllocationParams params;
+    gst_allocation_params_init(&params);
+    params.align = align;
+    params.prefix = 16;
+    GstMemory *mem = gst_allocator_alloc(allocator, 100, &params);
+    ASSERT_NE(mem, nullptr);
+    EXPECT_GE(mem->maxsize, mem->offset + mem->size) << "align " << align;
+    GstMapInfo map;
+    ASSERT_TRUE(gst_memory_map(mem, &map, GST_MAP_WRITE));
+    // As with the system allocator: the region (before the prefix) is
+    // aligned.
+    EXPECT_EQ(reinterpret_cast<guintptr>(map.data - mem->offset) & align, 0u)
+        << "align " << align;
+    EXPECT_EQ(map.size, 100u);
+    memset(map.data, 0xab, map.size);
+    gst_memory_unmap(mem, &map);
+    gst_memory_unref(mem);
+  }
+  gst_object_unref(allocator);
 }
 
 }  // namespace
