@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 
 namespace gpufan {
 
@@ -96,7 +97,33 @@ uint32_t Session::EffectiveMaxInFlightUnlocked() const {
     return config_.max_in_flight;
   const uint32_t lanes =
       std::max<uint32_t>(1, static_cast<uint32_t>(lanes_.size()));
-  return lanes * (config_.lane_queue_size + 2);
+  const uint32_t base = lanes * (config_.lane_queue_size + 2);
+  return base + std::min(spread_allowance_, base);
+}
+
+void Session::UpdateSpreadAllowanceUnlocked() {
+  // Lanes of different speeds: while the slowest works on one item, lane d
+  // completes slowest / t_d of them, and all wait behind it in the window.
+  // Room for those beyond one per lane. It only grows: a limit that shrank
+  // below what is in flight would also stop the probes that prove a lost
+  // head (ProbeLaneUnlocked).
+  int64_t slowest = 0;
+  for (const auto& [id, l] : lanes_)
+    slowest = std::max(slowest, l.service.EstimateNs());
+  if (slowest == 0)
+    return;
+  double behind = 0.0;
+  uint32_t known = 0;
+  for (const auto& [id, l] : lanes_) {
+    const int64_t t = l.service.EstimateNs();
+    if (t <= 0)
+      continue;
+    behind += static_cast<double>(slowest) / static_cast<double>(t);
+    known++;
+  }
+  const double extra = std::min(std::floor(behind) - known, 65536.0);
+  if (extra > spread_allowance_)
+    spread_allowance_ = static_cast<uint32_t>(extra);
 }
 
 void Session::SetStallTimeout(int64_t ns) {
@@ -131,6 +158,8 @@ void Session::RemoveLane(uint32_t lane) {
   DropAllOutstandingUnlocked(it->second);
   lanes_.erase(it);
   scheduler_.ResetCursors();
+  spread_allowance_ = 0;
+  UpdateSpreadAllowanceUnlocked();
   NotifyAllUnlocked();
 }
 
@@ -194,17 +223,23 @@ Dispatch Session::DispatchItem(int64_t pts_ns) {
 std::chrono::nanoseconds Session::AdmitWaitUnlocked() const {
   std::chrono::nanoseconds wait = kAdmitRecheck;
   // The adaptive policy may wait for a full lane that should free a slot soon;
-  // once that lane's current item is overdue it stops waiting for it, and no
+  // once that lane has run kStallFactor service times on its current item it
+  // stops waiting for it (it may be stalled), and no
   // event announces that moment. Only a real-time clock maps onto the wait.
   if (config_.policy != Policy::kAdaptive || !real_time_clock_)
     return wait;
   const int64_t now = clock_->NowNs();
   for (const auto& [id, l] : lanes_) {
     if (!l.eligible || l.queued < config_.lane_queue_size ||
-        l.outstanding.empty() || l.outstanding.front().started_ns == kNoTime)
+        l.outstanding.empty())
       continue;
+    const Outstanding& head = l.outstanding.front();
+    const int64_t since =
+        head.started_ns != kNoTime
+            ? head.started_ns
+            : std::max(head.dispatched_ns, l.last_completion_ns);
     const int64_t due =
-        l.outstanding.front().started_ns + l.service.EstimateNs();
+        Scheduler::StopWaitingAtNs(since, l.service.EstimateNs());
     if (due > now)
       wait = std::min(wait, std::chrono::nanoseconds(due - now));
   }
@@ -256,9 +291,12 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     load.service_ns = l.service.EstimateNs();
     load.head_started_ns =
         l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
+    if (!l.outstanding.empty() && load.head_started_ns < 0)
+      load.head_ready_ns =
+          std::max(l.outstanding.front().dispatched_ns, l.last_completion_ns);
     loads_.push_back(load);
   }
-  const Pick pick = scheduler_.Choose(loads_, now);
+  const Pick pick = scheduler_.Choose(loads_, now, limit - in_flight_);
   if (pick.status == PickStatus::kNone) {
     *no_lanes = true;
     return std::nullopt;
@@ -619,7 +657,10 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
   const int64_t began = std::max(
       item.started_ns != kNoTime ? item.started_ns : item.dispatched_ns,
       lane.last_completion_ns);
+  const int64_t before = lane.service.EstimateNs();
   lane.service.AddSample(now_ns - began);
+  if (lane.service.EstimateNs() != before)
+    UpdateSpreadAllowanceUnlocked();
   lane.last_completion_ns = now_ns;
   if (!item.awaited)
     DecrementInFlight(in_flight_);

@@ -48,7 +48,10 @@ struct SessionConfig {
   Policy policy = Policy::kAdaptive;
   uint32_t lane_queue_size =
       4;  // items queued per lane before it counts as full
-  // 0: automatic, lanes * (lane_queue_size + 2). When the limit is reached
+  // 0: automatic, lanes * (lane_queue_size + 2), plus, for lanes of different
+  // speeds, the items the faster lanes complete while the slowest works on
+  // one (at most as much again; it grows as the speeds are learned and shrinks
+  // only when a lane is removed). When the limit is reached
   // while the window waits for a head whose lane is idle (its branch may have
   // dropped it), that lane still gets items, up to lane_queue_size + 1
   // outstanding and as many in flight beyond the limit: only a later item on
@@ -214,6 +217,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
                                   int64_t now_ns);
   uint32_t EffectiveMaxInFlightUnlocked() const;
+  void UpdateSpreadAllowanceUnlocked();
   Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
   void DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
@@ -240,6 +244,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ReorderWindow window_;
   uint64_t next_seq_ = 0;
   uint32_t in_flight_ = 0;
+  // Added to the automatic in-flight limit for lanes of different speeds
+  // (UpdateSpreadAllowanceUnlocked), at most the limit's base.
+  uint32_t spread_allowance_ = 0;
   uint64_t generation_ = 0;
   bool flushing_ = false;
   int64_t first_dispatch_ns_ = kNoTime;
