@@ -98,6 +98,10 @@ uint32_t Session::EffectiveMaxInFlightUnlocked() const {
   const uint32_t lanes =
       std::max<uint32_t>(1, static_cast<uint32_t>(lanes_.size()));
   const uint32_t base = lanes * (config_.lane_queue_size + 2);
+  // Only adaptive uses it: it gives idle slow lanes an item when the bound has
+  // room for what the others complete meanwhile.
+  if (config_.policy != Policy::kAdaptive)
+    return base;
   return base + std::min(spread_allowance_, base);
 }
 
@@ -216,7 +220,10 @@ Dispatch Session::DispatchItem(int64_t pts_ns) {
       return *d;
     if (no_lanes)
       return Dispatch{DispatchStatus::kNoLanes};
+    admit_waiters_++;
     admit_cv_.wait_for(lock, AdmitWaitUnlocked());
+    admit_waiters_--;
+    admit_notified_ = false;
   }
 }
 
@@ -364,7 +371,7 @@ void Session::MarkStarted(uint32_t lane, uint64_t seq) {
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it != l->outstanding.end())
     it->started_ns = clock_->NowNs();
-  admit_cv_.notify_all();
+  NotifyAdmitUnlocked();
 }
 
 void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
@@ -411,8 +418,23 @@ std::optional<uint64_t> Session::EventPosition(uint32_t event_key) const {
 // --- fan-in side ---
 
 Arrival Session::Arrive(uint32_t lane, std::optional<uint64_t> seq,
-                        int64_t pts_ns, PayloadPtr payload) {
+                        int64_t pts_ns, PayloadPtr payload, bool wake_output) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return ArriveUnlocked(lane, seq, pts_ns, std::move(payload), wake_output);
+}
+
+ReadyBatch Session::ArriveAndTakeReady(uint32_t lane,
+                                       std::optional<uint64_t> seq,
+                                       int64_t pts_ns, PayloadPtr payload,
+                                       Arrival *arrival) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *arrival = ArriveUnlocked(lane, seq, pts_ns, std::move(payload), false);
+  return TakeReadyUnlocked();
+}
+
+Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
+                                int64_t pts_ns, PayloadPtr payload,
+                                bool wake_output) {
   Lane *l = FindLaneUnlocked(lane);
 
   if (l) {
@@ -457,7 +479,10 @@ Arrival Session::Arrive(uint32_t lane, std::optional<uint64_t> seq,
         // Nobody kept its place: it cannot be ordered, so it leaves now.
         window_.AttachBefore(0, std::move(payload));
       }
-      NotifyAllUnlocked();
+      if (wake_output)
+        NotifyAllUnlocked();
+      else
+        NotifyAdmitUnlocked();
       return Arrival{ArrivalStatus::kAccepted, item.seq};
     }
     if (seq && (!l->claimed || *seq < l->claimed_from_seq)) {
@@ -531,6 +556,10 @@ void Session::DropAllOutstandingUnlocked(Lane& lane) {
 
 ReadyBatch Session::TakeReady() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return TakeReadyUnlocked();
+}
+
+ReadyBatch Session::TakeReadyUnlocked() {
   const int64_t now = clock_->NowNs();
   ReadyBatch batch;
   ExpireStalledHeadUnlocked(now);
@@ -548,7 +577,7 @@ ReadyBatch Session::TakeReady() {
     DecrementInFlight(in_flight_);
   }
   if (counted_any)
-    admit_cv_.notify_all();
+    NotifyAdmitUnlocked();
   batch.generation = generation_;
   return batch;
 }
@@ -571,13 +600,16 @@ void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
     if (real_time_clock_)
       wait_ns = std::min(wait_ns, remaining);
   }
+  output_waiters_++;
   output_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), moved);
+  output_waiters_--;
+  output_notified_ = false;
 }
 
 void Session::WakeOutput() {
   std::lock_guard<std::mutex> lock(mutex_);
   generation_++;
-  output_cv_.notify_all();
+  NotifyOutputUnlocked();
 }
 
 bool Session::WindowEmpty() const {
@@ -702,10 +734,26 @@ void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
   l->outstanding.erase(it);
 }
 
+// A notification reaches the waiters once, however many events come before
+// they run: every notify_all with a waiter is a system call.
+void Session::NotifyAdmitUnlocked() {
+  if (admit_waiters_ > 0 && !admit_notified_) {
+    admit_notified_ = true;
+    admit_cv_.notify_all();
+  }
+}
+
+void Session::NotifyOutputUnlocked() {
+  if (output_waiters_ > 0 && !output_notified_) {
+    output_notified_ = true;
+    output_cv_.notify_all();
+  }
+}
+
 void Session::NotifyAllUnlocked() {
   generation_++;
-  admit_cv_.notify_all();
-  output_cv_.notify_all();
+  NotifyAdmitUnlocked();
+  NotifyOutputUnlocked();
 }
 
 }  // namespace gpufan

@@ -680,6 +680,22 @@ TEST_F(SessionTest, LearnsServiceTimesAndFps) {
   EXPECT_EQ(s.policy, Policy::kRoundRobin);
 }
 
+TEST_F(SessionTest, AdaptiveInFlightLimitFollowsTheSpreadOfLaneSpeeds) {
+  Make();
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  clock_->Advance(1 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  clock_->Advance(9 * kMs);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  // While the 10 ms lane works on one item the 1 ms lane completes 10, all
+  // waiting behind it: 2 x (4 + 2) plus the 9 beyond one per lane.
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 2u * (4 + 2) + 9);
+  // Other policies keep the documented base.
+  session_->SetPolicy(Policy::kLeastLoaded);
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 2u * (4 + 2));
+}
+
 TEST_F(SessionTest, ServiceTimeExcludesQueueingBehindThePreviousItem) {
   Make({}, 1);
   // Two items started together; the second can only begin when the first ends.
