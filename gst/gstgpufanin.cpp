@@ -614,9 +614,11 @@ push_sticky_for_item (GstGpuFanIn * self, FanInItem * item)
 {
   GstGpuFanInPrivate * priv = self->priv;
 
+  /* the same event as last time (the usual case) needs no comparing */
   if (item->stream_start
       && (!priv->out_stream_start
           || (!item->is_attachment
+              && item->stream_start != priv->out_stream_start
               && !same_stream (item->stream_start, priv->out_stream_start)))) {
     gst_event_replace (&priv->out_stream_start, item->stream_start);
     gst_pad_push_event (self->srcpad, gst_event_ref (item->stream_start));

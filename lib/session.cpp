@@ -360,7 +360,7 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
 }
 
 void Session::MarkStarted(uint32_t lane, uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return;
@@ -371,7 +371,10 @@ void Session::MarkStarted(uint32_t lane, uint64_t seq) {
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it != l->outstanding.end())
     it->started_ns = clock_->NowNs();
-  NotifyAdmitUnlocked();
+  const bool notify = ClaimAdmitNotifyUnlocked();
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
 }
 
 void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
@@ -427,9 +430,19 @@ ReadyBatch Session::ArriveAndTakeReady(uint32_t lane,
                                        std::optional<uint64_t> seq,
                                        int64_t pts_ns, PayloadPtr payload,
                                        Arrival *arrival) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Once both are done, and after unlocking: the dispatcher this wakes would
+  // block on the lock at once otherwise.
+  defer_admit_notify_ = true;
   *arrival = ArriveUnlocked(lane, seq, pts_ns, std::move(payload), false);
-  return TakeReadyUnlocked();
+  ReadyBatch batch = TakeReadyUnlocked();
+  defer_admit_notify_ = false;
+  const bool notify = admit_notify_deferred_;
+  admit_notify_deferred_ = false;
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
+  return batch;
 }
 
 Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
@@ -736,11 +749,20 @@ void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
 
 // A notification reaches the waiters once, however many events come before
 // they run: every notify_all with a waiter is a system call.
+bool Session::ClaimAdmitNotifyUnlocked() {
+  if (admit_waiters_ == 0 || admit_notified_)
+    return false;
+  admit_notified_ = true;
+  return true;
+}
+
 void Session::NotifyAdmitUnlocked() {
-  if (admit_waiters_ > 0 && !admit_notified_) {
-    admit_notified_ = true;
+  if (!ClaimAdmitNotifyUnlocked())
+    return;
+  if (defer_admit_notify_)
+    admit_notify_deferred_ = true;
+  else
     admit_cv_.notify_all();
-  }
 }
 
 void Session::NotifyOutputUnlocked() {

@@ -239,6 +239,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
   void NotifyAdmitUnlocked();
+  // True (and from then on notified) if a waiter has to be woken: the caller
+  // notifies admit_cv_, after unlocking.
+  bool ClaimAdmitNotifyUnlocked();
   void NotifyOutputUnlocked();
 
   const uint64_t id_;
@@ -256,6 +259,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint32_t output_waiters_ = 0;
   bool admit_notified_ = false;
   bool output_notified_ = false;
+  // While set, NotifyAdmitUnlocked leaves the notification to the caller
+  // (admit_notify_deferred_), who sends it after unlocking.
+  bool defer_admit_notify_ = false;
+  bool admit_notify_deferred_ = false;
   SessionConfig config_;
   Scheduler scheduler_;
   std::vector<LaneLoad> loads_;  // reused by every dispatch
