@@ -509,7 +509,8 @@ struct Options {
   gboolean no_callgrind = FALSE;
   gint queue_size = 4;
   // internal: one overhead run, for callgrind
-  gchar *single = nullptr;  // "gpufan" or "baseline"
+  gchar *single = nullptr;     // "gpufan" or "baseline"
+  gchar *lanes_csv = nullptr;  // the dynamic scenario's lane per frame
   gint frames = 0;
 };
 
@@ -840,6 +841,10 @@ int main(int argc, char **argv) {
        "gpufanout queue-size and the baseline's queue max-size-buffers "
        "(default 4)",
        "N"},
+      {"lanes-csv", 0, 0, G_OPTION_ARG_FILENAME, &opt.lanes_csv,
+       "Write the lane of every frame of the dynamic scenario's last adaptive "
+       "run to FILE (frame,lane; and the frames at the speed changes)",
+       "FILE"},
       {"single", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &opt.single,
        "One overhead run of 'gpufan' or 'baseline' (for callgrind)", "WHICH"},
       {"frames", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.frames,
@@ -940,6 +945,14 @@ int main(int argc, char **argv) {
                      r.error.c_str());
         }
         g_print(" %s", r.ok ? "." : "x");
+        if (opt.lanes_csv && sc.kind == Kind::kDynamic && c.spec.gpufan &&
+            r.ok) {
+          std::ofstream csv(opt.lanes_csv);
+          csv << "# slowed at frame " << r.change_at[0] << ", restored at "
+              << r.change_at[1] << "\nframe,lane\n";
+          for (size_t i = 0; i < r.lane_of.size(); ++i)
+            csv << i << "," << r.lane_of[i] << "\n";
+        }
         c.runs.push_back(std::move(r));
       }
     }
@@ -1107,6 +1120,7 @@ int main(int argc, char **argv) {
   g_free(opt.json);
   g_free(opt.only);
   g_free(opt.single);
+  g_free(opt.lanes_csv);
   if (!order_ok)
     g_printerr("gpufan-bench: OUTPUT ORDER CHECK FAILED\n");
   return all_ok ? 0 : 1;

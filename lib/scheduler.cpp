@@ -204,6 +204,11 @@ Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& loads,
         !(l.head_started_ns >= 0 &&
           now_ns - l.head_started_ns >= kFirstSampleWaitNs))
       l.has_room = false;
+    // A lane with an item in progress and one behind it never runs dry; a
+    // deeper queue only holds items back if the lane slows down. Lanes of
+    // microseconds keep their queue (it batches the hand-overs).
+    if (QueueHorizonReached(l.outstanding, l.service_ns))
+      l.has_room = false;
   }
   const std::vector<LaneLoad>& lanes = view_;
   // Unknown lanes are scored with the fastest known time: optimistic, so a new

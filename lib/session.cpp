@@ -237,8 +237,11 @@ std::chrono::nanoseconds Session::AdmitWaitUnlocked() const {
     return wait;
   const int64_t now = clock_->NowNs();
   for (const auto& [id, l] : lanes_) {
-    if (!l.eligible || l.queued < config_.lane_queue_size ||
-        l.outstanding.empty())
+    if (!l.eligible || l.outstanding.empty() ||
+        (l.queued < config_.lane_queue_size &&
+         !Scheduler::QueueHorizonReached(
+             static_cast<uint32_t>(l.outstanding.size()),
+             l.service.EstimateNs())))
       continue;
     const Outstanding& head = l.outstanding.front();
     const int64_t since =

@@ -92,6 +92,16 @@ class GPUFAN_API Scheduler {
   // kAdaptive gives a lane with no learned service time one item, then waits
   // this long for it to come back before it gives it more.
   static constexpr int64_t kFirstSampleWaitNs = 100'000'000;
+  // kAdaptive gives a lane with two items out (one in progress, one queued)
+  // more only while they amount to less than this much expected work: a
+  // deeper queue adds no throughput to a lane of milliseconds, only items
+  // stuck behind it when it slows down. A lane of microseconds keeps its
+  // queue-size: there, the queue batches the hand-overs.
+  static constexpr int64_t kQueueHorizonNs = 2'000'000;
+  static bool QueueHorizonReached(uint32_t outstanding, int64_t service_ns) {
+    return service_ns > 0 && outstanding >= 2 &&
+           static_cast<int64_t>(outstanding) * service_ns >= kQueueHorizonNs;
+  }
   static int64_t StopWaitingAtNs(int64_t head_started_ns, int64_t service_ns) {
     return head_started_ns + kStallFactor * service_ns;
   }
