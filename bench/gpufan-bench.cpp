@@ -508,6 +508,7 @@ struct Options {
   gboolean callgrind = FALSE;
   gboolean no_callgrind = FALSE;
   gint queue_size = 4;
+  gint64 timer_slack_ns = 1;
   // internal: one overhead run, for callgrind
   gchar *single = nullptr;     // "gpufan" or "baseline"
   gchar *lanes_csv = nullptr;  // the dynamic scenario's lane per frame
@@ -772,16 +773,17 @@ Summary Summarize(const Scenario& sc, const Config& c, double baseline_fps) {
     if (r.have_window_peak)
       peak.push_back(r.window_peak);
     if (sc.kind == Kind::kDynamic && c.spec.gpufan) {
-      // Ideal share of the changing lane before and while it is slow.
-      const double f = c.spec.lanes_ms[1];
-      const double slow_share =
-          (1.0 / (f * c.spec.dyn_factor)) /
-          (1.0 / c.spec.lanes_ms[0] + 1.0 / (f * c.spec.dyn_factor));
-      const double fast_share = (1.0 / f) / IdealFps(c.spec.lanes_ms) * 1000.0;
+      // Ideal share of the changing lane while it is slow and after.
+      const int d = c.spec.dyn_lane;
+      std::vector<double> slowed = c.spec.lanes_ms;
+      slowed[d] *= c.spec.dyn_factor;
+      const double slow_share = 1000.0 / slowed[d] / IdealFps(slowed);
+      const double fast_share =
+          1000.0 / c.spec.lanes_ms[d] / IdealFps(c.spec.lanes_ms);
       const guint w = std::min<guint>(100, c.spec.frames / 12);
-      s.settle[0].push_back(SettleFrames(r.lane_of, 1, r.change_at[0],
+      s.settle[0].push_back(SettleFrames(r.lane_of, d, r.change_at[0],
                                          r.change_at[1], slow_share, w, 0.10));
-      s.settle[1].push_back(SettleFrames(r.lane_of, 1, r.change_at[1],
+      s.settle[1].push_back(SettleFrames(r.lane_of, d, r.change_at[1],
                                          c.spec.frames, fast_share, w, 0.10));
     }
   }
@@ -819,6 +821,19 @@ int MedianSettle(const std::vector<double>& v) {
 
 int main(int argc, char **argv) {
   Options opt;
+  // A lane is a sleep: let the kernel wake it as close to its service time
+  // as it can (the default slack is 50 us, 1 % of a 5 ms lane). Set before
+  // anything starts a thread (option parsing initializes GStreamer): every
+  // thread of both pipelines inherits it.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--timer-slack-ns=", 0) == 0)
+      opt.timer_slack_ns = g_ascii_strtoll(arg.c_str() + 17, nullptr, 10);
+    else if (arg == "--timer-slack-ns" && i + 1 < argc)
+      opt.timer_slack_ns = g_ascii_strtoll(argv[i + 1], nullptr, 10);
+  }
+  prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(opt.timer_slack_ns), 0UL,
+        0UL, 0UL);
   GOptionEntry entries[] = {
       {"quick", 0, 0, G_OPTION_ARG_NONE, &opt.quick,
        "Fewer frames and 2 repetitions (about a minute)", nullptr},
@@ -845,16 +860,15 @@ int main(int argc, char **argv) {
        "Write the lane of every frame of the dynamic scenario's last adaptive "
        "run to FILE (frame,lane; and the frames at the speed changes)",
        "FILE"},
+      {"timer-slack-ns", 0, 0, G_OPTION_ARG_INT64, &opt.timer_slack_ns,
+       "Timer slack of every thread (default 1; the kernel's default is "
+       "50000): how close to its service time a sleeping lane wakes",
+       "NS"},
       {"single", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &opt.single,
        "One overhead run of 'gpufan' or 'baseline' (for callgrind)", "WHICH"},
       {"frames", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.frames,
        "Frames of the --single run", "N"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr}};
-  // A lane is a sleep: let the kernel wake it as close to its service time
-  // as it can (the default slack is 50 us, 1 % of a 5 ms lane). Every thread
-  // of both pipelines descends from this one and inherits it.
-  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-
   GOptionContext *ctx = g_option_context_new(
       "- gpufanout/gpufanin against roundrobin ! queue ! funnel");
   g_option_context_add_main_entries(ctx, entries, nullptr);
@@ -968,9 +982,12 @@ int main(int argc, char **argv) {
     g_print("callgrind: counting instructions per buffer (slow)...\n");
     cg = RunCallgrind(opt);
   } else {
+    const bool overhead = std::any_of(
+        scenarios.begin(), scenarios.end(),
+        [](const Scenario& s) { return s.kind == Kind::kOverhead; });
     cg.note = opt.smoke || opt.no_callgrind ? "skipped"
-                                            : "skipped in --quick mode "
-                                              "(--callgrind runs it)";
+              : !overhead                   ? "skipped: no overhead scenario"
+                          : "skipped in --quick mode (--callgrind runs it)";
   }
   const double load_after = LoadAverage();
 
@@ -1104,6 +1121,7 @@ int main(int argc, char **argv) {
     root.Str("mode", mode)
         .Num("reps", reps)
         .Num("queue_size", opt.queue_size)
+        .Num("timer_slack_ns", static_cast<double>(opt.timer_slack_ns))
         .Bool("ok", all_ok)
         .Bool("order_ok", order_ok)
         .Raw("machine", machine.str())

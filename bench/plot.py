@@ -39,8 +39,6 @@ def main():
         doc = json.load(f)
     timed = [s for s in doc["scenarios"] if s.get("ideal_fps")]
     overhead = [s for s in doc["scenarios"] if s["kind"] == "overhead"]
-    labels = ["baseline", "round-robin", "least-loaded", "weighted", "adaptive"]
-
     rows = 2 if overhead else 1
     fig, axes = plt.subplots(rows, 1, figsize=(11, 7 if overhead else 4.5),
                              gridspec_kw={"height_ratios": [3, 1]} if overhead else None)
@@ -48,18 +46,18 @@ def main():
         axes = [axes]
     ax = axes[0]
     width = 0.16
-    for i, label in enumerate(labels):
-        xs, ys = [], []
-        for j, s in enumerate(timed):
-            for c in s["configs"]:
-                if c["label"] == label and c.get("of_ideal") is not None:
-                    xs.append(j + (i - 2) * width)
-                    ys.append(100 * c["of_ideal"])
-        if xs:
+    shown = set()
+    for j, s in enumerate(timed):
+        configs = [c for c in s["configs"] if c.get("of_ideal") is not None]
+        for i, c in enumerate(configs):
+            x = j + (i - (len(configs) - 1) / 2) * width
+            y = 100 * c["of_ideal"]
+            label = c["label"]
             name = "roundrobin+queue+funnel" if label == "baseline" else "gpufan " + label
-            bars = ax.bar(xs, ys, width, label=name, color=COLORS[label])
-            for x, y in zip(xs, ys):
-                ax.text(x, y + 1, f"{y:.0f}", ha="center", va="bottom", fontsize=6)
+            ax.bar(x, y, width, color=COLORS.get(label, "#333333"),
+                   label=None if label in shown else name)
+            shown.add(label)
+            ax.text(x, y + 1, f"{y:.0f}", ha="center", va="bottom", fontsize=6)
     ax.axhline(100, color="black", linewidth=0.6, linestyle="--")
     ax.set_xticks(range(len(timed)))
     ax.set_xticklabels([s["title"] for s in timed], fontsize=8)
