@@ -543,8 +543,9 @@ struct Scenario {
 };
 
 Scenario MakeScenario(const std::string& name, Kind kind,
-                      const std::string& title, std::vector<double> lanes_ms,
-                      guint frames, const std::vector<std::string>& policies,
+                      const std::string& title,
+                      const std::vector<double>& lanes_ms, guint frames,
+                      const std::vector<std::string>& policies,
                       const Options& opt) {
   Scenario sc;
   sc.name = name;

@@ -355,7 +355,8 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
         break;
       }
     }
-    if (asked || !ensure_paired (self, pad))
+    /* not paired yet: ask upstream, then look again (once) */
+    if (!ensure_paired (self, pad))
       return not_fed_by_fanout (self, pad, obj);
   }
   ItemId id = identify_item (obj, session->id ());
