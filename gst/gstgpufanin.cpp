@@ -47,10 +47,12 @@
 GST_DEBUG_CATEGORY_STATIC (gst_gpufan_in_debug);
 #define GST_CAT_DEFAULT gst_gpufan_in_debug
 
-/* Lock order: GstGpuFanInPrivate::lock, then the Session's lock (innermost).
- * The lock is never held across a push, a peer query or a blocking Session
- * call (WaitOutput). Output state (out_*) belongs to the src pad's task, and
- * to the flush handlers while that task is paused. */
+/* Lock order: GstGpuFanInPrivate::output_lock, then GstGpuFanInPrivate::lock,
+ * then the Session's lock (innermost). `lock` is never held across a push, a
+ * peer query or a blocking Session call (WaitOutput); output_lock is held
+ * across pushes downstream and nothing else. Output state (out_*) belongs to
+ * whoever holds output_lock (the src pad's task, or a lane's streaming thread,
+ * see output_from_lane), and to the flush handlers while no output runs. */
 
 #define DEFAULT_STALL_TIMEOUT (2 * GST_SECOND)
 
@@ -135,6 +137,16 @@ struct GstGpuFanInPrivate {
   guint64 batches_started = 0;
   guint64 batches_done = 0;
 
+  /* Output runs in one thread at a time, the holder of output_lock: the src
+   * pad's task, or the streaming thread of a lane that just delivered an item
+   * and finds the output free (as funnel pushes from its sink pads' threads).
+   * That spares waking the task for every item. output_pending: an item came
+   * while another thread held the output; the holder takes it too. */
+  std::mutex output_lock;
+  std::atomic<bool> output_pending{ false };
+  /* A flow error stopped the output until the next flush or start. */
+  std::atomic<bool> output_stopped{ false };
+
   ~GstGpuFanInPrivate ()
   {
     for (auto & kv : pads)
@@ -170,6 +182,22 @@ GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (gpufanin, "gpufanin", GST_RANK_NONE,
         "gpufan fan-in"));
 
 static void gst_gpufan_in_src_loop (gpointer user_data);
+
+namespace {
+
+/* An item that came out of a lane, on its way into the window. */
+struct PendingArrival {
+  guint lane;
+  std::optional<guint64> seq;
+  gint64 pts;
+  gpufan::PayloadPtr payload;
+};
+
+} // namespace
+
+static gpufan::Arrival output_from_lane (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session,
+    PendingArrival && arrival);
 
 /* ------------------------------------------------------------------------ */
 /* Pairing */
@@ -304,42 +332,40 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
 {
   GstGpuFanInPrivate * priv = self->priv;
 
-  {
-    std::lock_guard<std::mutex> lk (priv->lock);
-    auto it = priv->pads.find (pad);
-    if (it == priv->pads.end () || priv->flushing || it->second.flushing) {
-      gst_mini_object_unref (obj);
-      return GST_FLOW_FLUSHING;
-    }
-    if (it->second.eos) {
-      gst_mini_object_unref (obj);
-      return GST_FLOW_EOS;
-    }
-  }
-
-  if (!ensure_paired (self, pad))
-    return not_fed_by_fanout (self, pad, obj);
-
   std::shared_ptr<gpufan::Session> session;
-  guint lane;
-  FanInItem * item;
-  {
-    std::lock_guard<std::mutex> lk (priv->lock);
-    auto it = priv->pads.find (pad);
-    if (it == priv->pads.end () || !it->second.paired) {
-      gst_mini_object_unref (obj);
-      return GST_FLOW_FLUSHING;
+  guint lane = 0;
+  FanInItem * item = nullptr;
+  for (bool asked = false;; asked = true) {
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      auto it = priv->pads.find (pad);
+      if (it == priv->pads.end () || priv->flushing || it->second.flushing
+          || (asked && !it->second.paired)) {
+        gst_mini_object_unref (obj);
+        return GST_FLOW_FLUSHING;
+      }
+      if (it->second.eos) {
+        gst_mini_object_unref (obj);
+        return GST_FLOW_EOS;
+      }
+      if (it->second.paired) {
+        session = it->second.session;
+        lane = it->second.lane;
+        item = new_item_unlocked (it->second, obj);
+        break;
+      }
     }
-    session = it->second.session;
-    lane = it->second.lane;
-    item = new_item_unlocked (it->second, obj);
+    /* not paired yet: ask upstream, then look again (once) */
+    if (!ensure_paired (self, pad))
+      return not_fed_by_fanout (self, pad, obj);
   }
   ItemId id = identify_item (obj, session->id ());
   item->caps_epoch = id.caps_epoch;
   item->has_caps_epoch = id.has_caps_epoch;
 
-  gpufan::Arrival arrival
-      = session->Arrive (lane, id.seq, id.pts, gpufan::PayloadPtr (item));
+  /* this thread pushes what it makes releasable: the task is not woken */
+  gpufan::Arrival arrival = output_from_lane (self, session,
+      PendingArrival{ lane, id.seq, id.pts, gpufan::PayloadPtr (item) });
   if (arrival.status == gpufan::ArrivalStatus::kLate)
     GST_DEBUG_OBJECT (pad,
         "item %" G_GUINT64_FORMAT " came after its slot was given up: "
@@ -364,6 +390,7 @@ restart_output_unlocked (GstGpuFanIn * self)
   priv->eos_sent = false;
   priv->out_segment_valid = false;
   priv->src_ret = GST_FLOW_OK;
+  priv->output_stopped = false;
   priv->forwarded_seqnums.Clear ();
 }
 
@@ -588,9 +615,11 @@ push_sticky_for_item (GstGpuFanIn * self, FanInItem * item)
 {
   GstGpuFanInPrivate * priv = self->priv;
 
+  /* the same event as last time (the usual case) needs no comparing */
   if (item->stream_start
       && (!priv->out_stream_start
           || (!item->is_attachment
+              && item->stream_start != priv->out_stream_start
               && !same_stream (item->stream_start, priv->out_stream_start)))) {
     gst_event_replace (&priv->out_stream_start, item->stream_start);
     gst_pad_push_event (self->srcpad, gst_event_ref (item->stream_start));
@@ -724,54 +753,38 @@ mark_batch_done (GstGpuFanInPrivate * priv)
   priv->cond.notify_all ();
 }
 
-static void
-gst_gpufan_in_src_loop (gpointer user_data)
+/* Takes one batch from the window (after putting @arrival's item into it,
+ * under the same Session lock) and pushes it downstream. Called with
+ * output_lock held. Returns FALSE when nothing left the window; *generation
+ * is the TakeReady's (for WaitOutput). *pause is set when a flow error
+ * stopped the output: the caller pauses the task once it released
+ * output_lock. */
+static bool
+output_batch_locked (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, PendingArrival * arrival,
+    gpufan::Arrival * arrived, guint64 * generation, bool * pause)
 {
-  GstGpuFanIn * self = GST_GPUFAN_IN (user_data);
   GstGpuFanInPrivate * priv = self->priv;
-  std::shared_ptr<gpufan::Session> session;
 
+  bool stopped;
   {
-    std::unique_lock<std::mutex> lk (priv->lock);
-    if (priv->flushing || priv->eos_sent) {
-      lk.unlock ();
-      gst_pad_pause_task (self->srcpad);
-      return;
-    }
-    session = priv->session;
-    if (!session) {
-      if (all_pads_eos_unlocked (priv)) {
-        lk.unlock ();
-        finish_stream (self, nullptr);
-        return;
-      }
-      priv->cond.wait_for (lk, kIdleWaitSlice);
-      return;
-    }
-    ++priv->batches_started;
+    std::lock_guard<std::mutex> lk (priv->lock);
+    stopped = priv->flushing || priv->eos_sent || priv->output_stopped;
+    if (!stopped)
+      ++priv->batches_started;
   }
-  gpufan::ReadyBatch batch = session->TakeReady ();
-  if (batch.items.empty ()) {
-    mark_batch_done (priv); /* before waiting: nothing of it is in flight */
-    bool all_eos;
-    {
-      std::lock_guard<std::mutex> lk (priv->lock);
-      all_eos = all_pads_eos_unlocked (priv);
-    }
-    if (all_eos && session->WindowEmpty ()) {
-      finish_stream (self, session);
-      return;
-    }
-    if (session->flushing ()) {
-      /* the fan-out is stopped or flushing: WaitOutput would not wait */
-      std::unique_lock<std::mutex> lk (priv->lock);
-      priv->cond.wait_for (lk, kIdleWaitSlice,
-          [priv] { return priv->flushing || priv->eos_sent; });
-      return;
-    }
-    session->WaitOutput (batch.generation, kOutputWaitSliceNs);
-    return;
+  if (stopped) {
+    /* no output now; a flush resets the window */
+    if (arrival)
+      *arrived = session->Arrive (arrival->lane, arrival->seq, arrival->pts,
+          std::move (arrival->payload), false);
+    *generation = 0;
+    return false;
   }
+  gpufan::ReadyBatch batch = arrival
+      ? session->ArriveAndTakeReady (arrival->lane, arrival->seq, arrival->pts,
+          std::move (arrival->payload), arrived)
+      : session->TakeReady ();
 
   for (gpufan::Released & released : batch.items) {
     if (!released.payload)
@@ -788,11 +801,118 @@ gst_gpufan_in_src_loop (gpointer user_data)
         GST_ELEMENT_FLOW_ERROR (self, ret);
       gst_pad_push_event (self->srcpad, gst_event_new_eos ());
     }
-    if (ret != GST_FLOW_EOS)
-      gst_pad_pause_task (self->srcpad);
+    if (ret != GST_FLOW_EOS) {
+      priv->output_stopped = true;
+      *pause = true;
+    }
     break; /* the rest of the batch is dropped */
   }
   mark_batch_done (priv);
+  *generation = batch.generation;
+  return !batch.items.empty ();
+}
+
+/* An item came out of a lane: into the window, and what it makes releasable
+ * goes downstream from this thread, unless another thread holds the output
+ * (that one takes it too: it looks at output_pending once it let go). */
+static gpufan::Arrival
+output_from_lane (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, PendingArrival && arrival)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  gpufan::Arrival arrived;
+  PendingArrival * pending = &arrival;
+
+  std::unique_lock<std::mutex> out (priv->output_lock, std::try_to_lock);
+  if (!out.owns_lock ()) {
+    arrived = session->Arrive (arrival.lane, arrival.seq, arrival.pts,
+        std::move (arrival.payload), false);
+    priv->output_pending = true;
+    /* the holder may have let go before it could see output_pending */
+    if (!out.try_lock ())
+      return arrived;
+    pending = nullptr;
+  }
+  for (;;) {
+    priv->output_pending = false;
+    bool pause = false;
+    guint64 generation;
+    output_batch_locked (self, session, pending, &arrived, &generation, &pause);
+    pending = nullptr;
+    out.unlock ();
+    if (pause) {
+      /* the task stops as it would have after its own push */
+      session->WakeOutput ();
+      gst_pad_pause_task (self->srcpad);
+      return arrived;
+    }
+    if (!priv->output_pending.load () || !out.try_lock ())
+      return arrived;
+  }
+}
+
+static void
+gst_gpufan_in_src_loop (gpointer user_data)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (user_data);
+  GstGpuFanInPrivate * priv = self->priv;
+  std::shared_ptr<gpufan::Session> session;
+
+  {
+    std::unique_lock<std::mutex> lk (priv->lock);
+    if (priv->flushing || priv->eos_sent || priv->output_stopped) {
+      lk.unlock ();
+      gst_pad_pause_task (self->srcpad);
+      return;
+    }
+    session = priv->session;
+    if (!session) {
+      if (all_pads_eos_unlocked (priv)) {
+        lk.unlock ();
+        std::lock_guard<std::mutex> out (priv->output_lock);
+        finish_stream (self, nullptr);
+        return;
+      }
+      priv->cond.wait_for (lk, kIdleWaitSlice);
+      return;
+    }
+  }
+
+  bool pause = false;
+  guint64 generation = 0;
+  {
+    std::lock_guard<std::mutex> out (priv->output_lock);
+    priv->output_pending = false;
+    if (output_batch_locked (self, session, nullptr, nullptr, &generation,
+            &pause))
+      return; /* more may be ready: the next iteration looks */
+    if (!pause) {
+      bool all_eos;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        all_eos = all_pads_eos_unlocked (priv) && !priv->flushing
+            && !priv->eos_sent;
+      }
+      if (all_eos && session->WindowEmpty ()) {
+        finish_stream (self, session);
+        return;
+      }
+    }
+  }
+  if (pause) {
+    gst_pad_pause_task (self->srcpad);
+    return;
+  }
+  if (priv->output_pending.load ())
+    return; /* came while we held the output: go again */
+  if (session->flushing ()) {
+    /* the fan-out is stopped or flushing: WaitOutput would not wait */
+    std::unique_lock<std::mutex> lk (priv->lock);
+    priv->cond.wait_for (lk, kIdleWaitSlice,
+        [priv] { return priv->flushing || priv->eos_sent; });
+    return;
+  }
+  session->WaitOutput (generation, kOutputWaitSliceNs);
 }
 
 static gboolean

@@ -732,11 +732,15 @@ place_all_lanes (GstGpuFanOut * self)
 static gboolean
 lane_enqueue (const LanePtr & lane, QueuedItem && item)
 {
-  std::lock_guard<std::mutex> lk (lane->lock);
-  if (lane->flushing)
-    return FALSE;
-  lane->queue.push_back (std::move (item));
-  lane->cond.notify_all (); /* the worker, or a serialized query waiting */
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (lane->flushing)
+      return FALSE;
+    lane->queue.push_back (std::move (item));
+  }
+  /* the worker, or a serialized query waiting; after unlocking, so that the
+   * woken thread does not block on the lock at once */
+  lane->cond.notify_all ();
   return TRUE;
 }
 
@@ -1082,8 +1086,8 @@ lane_loop (gpointer user_data)
   {
     std::lock_guard<std::mutex> lk (lane->lock);
     lane->busy = false;
-    lane->cond.notify_all ();
   }
+  lane->cond.notify_all ();
 }
 
 /* Stores the sink pad's sticky events on a lane's pad, in their order, so

@@ -66,7 +66,8 @@ void Scheduler::ResetCursors() {
   wrr_current_.clear();
 }
 
-Pick Scheduler::Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns) {
+Pick Scheduler::Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns,
+                       uint32_t in_flight_room) {
   switch (policy_) {
     case Policy::kRoundRobin:
       return ChooseRoundRobin(lanes);
@@ -75,17 +76,29 @@ Pick Scheduler::Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns) {
     case Policy::kWeighted:
       return ChooseWeighted(lanes);
     case Policy::kAdaptive:
-      return ChooseAdaptive(lanes, now_ns);
+      return ChooseAdaptive(lanes, now_ns, in_flight_room);
   }
   return {};
 }
 
+int64_t Scheduler::EffectiveServiceNs(const LaneLoad& lane, int64_t now_ns,
+                                      int64_t fallback_ns) {
+  const int64_t t = lane.service_ns > 0 ? lane.service_ns : fallback_ns;
+  if (lane.outstanding == 0 || lane.head_started_ns < 0)
+    return t;
+  // The item in progress has taken longer than the estimate: the items behind
+  // it will likely take as long. Reacts within one item where the learned
+  // median needs several samples.
+  return std::max(t, now_ns - lane.head_started_ns);
+}
+
 int64_t Scheduler::ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
                                         int64_t fallback_ns) {
-  const int64_t t = lane.service_ns > 0 ? lane.service_ns : fallback_ns;
+  const int64_t t = EffectiveServiceNs(lane, now_ns, fallback_ns);
   if (lane.outstanding == 0)
     return now_ns + t;
-  // A head that has not started is still queued: it needs a full t from now.
+  // A head that has not started is still queued: it needs a full t from now;
+  // one that runs past t is assumed to end now.
   const int64_t busy_until = lane.head_started_ns >= 0
                                  ? std::max(now_ns, lane.head_started_ns + t)
                                  : now_ns + t;
@@ -116,7 +129,7 @@ Pick Scheduler::ChooseRoundRobin(const std::vector<LaneLoad>& lanes) {
 Pick Scheduler::ChooseLeastLoaded(const std::vector<LaneLoad>& lanes) {
   bool any_eligible = false;
   uint32_t best = std::numeric_limits<uint32_t>::max();
-  std::vector<uint32_t> ties;
+  ties_.clear();
   for (const LaneLoad& l : lanes) {
     if (!l.eligible)
       continue;
@@ -125,16 +138,16 @@ Pick Scheduler::ChooseLeastLoaded(const std::vector<LaneLoad>& lanes) {
       continue;
     if (l.outstanding < best) {
       best = l.outstanding;
-      ties.clear();
+      ties_.clear();
     }
     if (l.outstanding == best)
-      ties.push_back(l.lane);
+      ties_.push_back(l.lane);
   }
   if (!any_eligible)
     return {PickStatus::kNone, 0};
-  if (ties.empty())
+  if (ties_.empty())
     return {PickStatus::kWait, 0};
-  const uint32_t lane = ties[RotatedIndex(ties, tie_rotation_)];
+  const uint32_t lane = ties_[RotatedIndex(ties_, tie_rotation_)];
   tie_rotation_ = After(lane);
   return {PickStatus::kLane, lane};
 }
@@ -175,8 +188,29 @@ Pick Scheduler::ChooseWeighted(const std::vector<LaneLoad>& lanes) {
   return {PickStatus::kLane, wrr_current_[best].first};
 }
 
-Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& lanes,
-                               int64_t now_ns) {
+Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& loads,
+                               int64_t now_ns, uint32_t in_flight_room) {
+  // A lane with no sample yet takes one item and waits for it to come back
+  // before it takes more: a slow lane must not fill its queue before its speed
+  // is known (the items behind would wait for all of it). After
+  // kFirstSampleWaitNs it takes items anyway: a branch may need several items
+  // before it returns one (an encoder's look-ahead). A single lane has
+  // nothing to choose from: it always takes its queue's worth.
+  view_.assign(loads.begin(), loads.end());
+  const auto eligible = std::count_if(
+      view_.begin(), view_.end(), [](const LaneLoad& l) { return l.eligible; });
+  for (LaneLoad& l : view_) {
+    if (eligible > 1 && l.service_ns <= 0 && l.outstanding > 0 &&
+        !(l.head_started_ns >= 0 &&
+          now_ns - l.head_started_ns >= kFirstSampleWaitNs))
+      l.has_room = false;
+    // A lane with an item in progress and one behind it never runs dry; a
+    // deeper queue only holds items back if the lane slows down. Lanes of
+    // microseconds keep their queue (it batches the hand-overs).
+    if (QueueHorizonReached(l.outstanding, l.service_ns))
+      l.has_room = false;
+  }
+  const std::vector<LaneLoad>& lanes = view_;
   // Unknown lanes are scored with the fastest known time: optimistic, so a new
   // lane gets items and thereby a measurement.
   int64_t fallback = 0;
@@ -194,34 +228,60 @@ Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& lanes,
   // a slot: waiting holds up the items behind this one for at most the rest of
   // that lane's current item, at most one service time.
   int64_t best_if_waiting = std::numeric_limits<int64_t>::max();
-  std::vector<uint32_t> ties;
+  ties_.clear();
   for (const LaneLoad& l : lanes) {
     if (!l.eligible)
       continue;
     any_eligible = true;
     const int64_t score = ExpectedCompletionNs(l, now_ns, fallback);
     if (!l.has_room) {
-      const int64_t t = l.service_ns > 0 ? l.service_ns : fallback;
-      // Only a lane whose current item is due in the future: an overdue
-      // (stalled) lane must never hold up the others.
-      if (l.head_started_ns >= 0 && l.head_started_ns + t > now_ns)
-        best_if_waiting = std::min(best_if_waiting, score + t);
+      // Only a lane that is not stalled: it must never hold up the others.
+      // Its head has started, or is about to (the worker takes it as soon as
+      // the lane is free).
+      const int64_t since =
+          l.head_started_ns >= 0 ? l.head_started_ns : l.head_ready_ns;
+      if (since >= 0 &&
+          now_ns < StopWaitingAtNs(since,
+                                   l.service_ns > 0 ? l.service_ns : fallback))
+        best_if_waiting = std::min(
+            best_if_waiting, score + EffectiveServiceNs(l, now_ns, fallback));
       continue;
     }
     if (score < best) {
       best = score;
-      ties.clear();
+      ties_.clear();
     }
     if (score == best)
-      ties.push_back(l.lane);
+      ties_.push_back(l.lane);
   }
   if (!any_eligible)
     return {PickStatus::kNone, 0};
-  // Without this, an always-ready upstream fills every queue, the slowest lane
-  // included, and items wait in the reorder window for its deep queue.
-  if (ties.empty() || best > best_if_waiting)
+  if (ties_.empty())
     return {PickStatus::kWait, 0};
-  const uint32_t lane = ties[RotatedIndex(ties, tie_rotation_)];
+  const uint32_t lane = ties_[RotatedIndex(ties_, tie_rotation_)];
+  if (best > best_if_waiting) {
+    // Waiting for a full lane finishes this item earlier. Without that wait,
+    // an always-ready upstream fills every queue, the slowest lane's included,
+    // and items wait in the reorder window for its deep queue. But an idle
+    // lane left idle while upstream is ahead is capacity lost for good: it
+    // takes one item if the window can hold what the others complete
+    // meanwhile.
+    const auto it =
+        std::find_if(lanes.begin(), lanes.end(),
+                     [lane](const LaneLoad& l) { return l.lane == lane; });
+    if (it->outstanding > 0)
+      return {PickStatus::kWait, 0};
+    const double t =
+        static_cast<double>(EffectiveServiceNs(*it, now_ns, fallback));
+    double others = 0.0;
+    for (const LaneLoad& l : lanes) {
+      if (l.eligible && l.lane != lane)
+        others +=
+            t / static_cast<double>(EffectiveServiceNs(l, now_ns, fallback));
+    }
+    if (others + 1.0 > in_flight_room)
+      return {PickStatus::kWait, 0};
+  }
   tie_rotation_ = After(lane);
   return {PickStatus::kLane, lane};
 }

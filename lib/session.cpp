@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 
 namespace gpufan {
 
@@ -96,7 +97,37 @@ uint32_t Session::EffectiveMaxInFlightUnlocked() const {
     return config_.max_in_flight;
   const uint32_t lanes =
       std::max<uint32_t>(1, static_cast<uint32_t>(lanes_.size()));
-  return lanes * (config_.lane_queue_size + 2);
+  const uint32_t base = lanes * (config_.lane_queue_size + 2);
+  // Only adaptive uses it: it gives idle slow lanes an item when the bound has
+  // room for what the others complete meanwhile.
+  if (config_.policy != Policy::kAdaptive)
+    return base;
+  return base + std::min(spread_allowance_, base);
+}
+
+void Session::UpdateSpreadAllowanceUnlocked() {
+  // Lanes of different speeds: while the slowest works on one item, lane d
+  // completes slowest / t_d of them, and all wait behind it in the window.
+  // Room for those beyond one per lane. It only grows: a limit that shrank
+  // below what is in flight would also stop the probes that prove a lost
+  // head (ProbeLaneUnlocked).
+  int64_t slowest = 0;
+  for (const auto& [id, l] : lanes_)
+    slowest = std::max(slowest, l.service.EstimateNs());
+  if (slowest == 0)
+    return;
+  double behind = 0.0;
+  uint32_t known = 0;
+  for (const auto& [id, l] : lanes_) {
+    const int64_t t = l.service.EstimateNs();
+    if (t <= 0)
+      continue;
+    behind += static_cast<double>(slowest) / static_cast<double>(t);
+    known++;
+  }
+  const double extra = std::min(std::floor(behind) - known, 65536.0);
+  if (extra > spread_allowance_)
+    spread_allowance_ = static_cast<uint32_t>(extra);
 }
 
 void Session::SetStallTimeout(int64_t ns) {
@@ -131,6 +162,8 @@ void Session::RemoveLane(uint32_t lane) {
   DropAllOutstandingUnlocked(it->second);
   lanes_.erase(it);
   scheduler_.ResetCursors();
+  spread_allowance_ = 0;
+  UpdateSpreadAllowanceUnlocked();
   NotifyAllUnlocked();
 }
 
@@ -192,24 +225,36 @@ Dispatch Session::DispatchItem(int64_t pts_ns) {
       return *d;
     if (no_lanes)
       return Dispatch{DispatchStatus::kNoLanes};
+    admit_waiters_++;
     admit_cv_.wait_for(lock, AdmitWaitUnlocked());
+    admit_waiters_--;
+    admit_notified_ = false;
   }
 }
 
 std::chrono::nanoseconds Session::AdmitWaitUnlocked() const {
   std::chrono::nanoseconds wait = kAdmitRecheck;
   // The adaptive policy may wait for a full lane that should free a slot soon;
-  // once that lane's current item is overdue it stops waiting for it, and no
+  // once that lane has run kStallFactor service times on its current item it
+  // stops waiting for it (it may be stalled), and no
   // event announces that moment. Only a real-time clock maps onto the wait.
   if (config_.policy != Policy::kAdaptive || !real_time_clock_)
     return wait;
   const int64_t now = clock_->NowNs();
   for (const auto& [id, l] : lanes_) {
-    if (!l.eligible || l.queued < config_.lane_queue_size ||
-        l.outstanding.empty() || l.outstanding.front().started_ns == kNoTime)
+    if (!l.eligible || l.outstanding.empty() ||
+        (l.queued < config_.lane_queue_size &&
+         !Scheduler::QueueHorizonReached(
+             static_cast<uint32_t>(l.outstanding.size()),
+             l.service.EstimateNs())))
       continue;
+    const Outstanding& head = l.outstanding.front();
+    const int64_t since =
+        head.started_ns != kNoTime
+            ? head.started_ns
+            : std::max(head.dispatched_ns, l.last_completion_ns);
     const int64_t due =
-        l.outstanding.front().started_ns + l.service.EstimateNs();
+        Scheduler::StopWaitingAtNs(since, l.service.EstimateNs());
     if (due > now)
       wait = std::min(wait, std::chrono::nanoseconds(due - now));
   }
@@ -261,9 +306,12 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     load.service_ns = l.service.EstimateNs();
     load.head_started_ns =
         l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
+    if (!l.outstanding.empty() && load.head_started_ns < 0)
+      load.head_ready_ns =
+          std::max(l.outstanding.front().dispatched_ns, l.last_completion_ns);
     loads_.push_back(load);
   }
-  const Pick pick = scheduler_.Choose(loads_, now);
+  const Pick pick = scheduler_.Choose(loads_, now, limit - in_flight_);
   if (pick.status == PickStatus::kNone) {
     *no_lanes = true;
     return std::nullopt;
@@ -320,7 +368,7 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
 }
 
 void Session::MarkStarted(uint32_t lane, uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return;
@@ -331,7 +379,10 @@ void Session::MarkStarted(uint32_t lane, uint64_t seq) {
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it != l->outstanding.end())
     it->started_ns = clock_->NowNs();
-  admit_cv_.notify_all();
+  const bool notify = ClaimAdmitNotifyUnlocked();
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
 }
 
 void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
@@ -378,8 +429,33 @@ std::optional<uint64_t> Session::EventPosition(uint32_t event_key) const {
 // --- fan-in side ---
 
 Arrival Session::Arrive(uint32_t lane, std::optional<uint64_t> seq,
-                        int64_t pts_ns, PayloadPtr payload) {
+                        int64_t pts_ns, PayloadPtr payload, bool wake_output) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return ArriveUnlocked(lane, seq, pts_ns, std::move(payload), wake_output);
+}
+
+ReadyBatch Session::ArriveAndTakeReady(uint32_t lane,
+                                       std::optional<uint64_t> seq,
+                                       int64_t pts_ns, PayloadPtr payload,
+                                       Arrival *arrival) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Once both are done, and after unlocking: the dispatcher this wakes would
+  // block on the lock at once otherwise.
+  defer_admit_notify_ = true;
+  *arrival = ArriveUnlocked(lane, seq, pts_ns, std::move(payload), false);
+  ReadyBatch batch = TakeReadyUnlocked();
+  defer_admit_notify_ = false;
+  const bool notify = admit_notify_deferred_;
+  admit_notify_deferred_ = false;
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
+  return batch;
+}
+
+Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
+                                int64_t pts_ns, PayloadPtr payload,
+                                bool wake_output) {
   Lane *l = FindLaneUnlocked(lane);
 
   if (l) {
@@ -424,7 +500,10 @@ Arrival Session::Arrive(uint32_t lane, std::optional<uint64_t> seq,
         // Nobody kept its place: it cannot be ordered, so it leaves now.
         window_.AttachBefore(0, std::move(payload));
       }
-      NotifyAllUnlocked();
+      if (wake_output)
+        NotifyAllUnlocked();
+      else
+        NotifyAdmitUnlocked();
       return Arrival{ArrivalStatus::kAccepted, item.seq};
     }
     if (seq && (!l->claimed || *seq < l->claimed_from_seq)) {
@@ -498,6 +577,10 @@ void Session::DropAllOutstandingUnlocked(Lane& lane) {
 
 ReadyBatch Session::TakeReady() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return TakeReadyUnlocked();
+}
+
+ReadyBatch Session::TakeReadyUnlocked() {
   const int64_t now = clock_->NowNs();
   ReadyBatch batch;
   ExpireStalledHeadUnlocked(now);
@@ -515,7 +598,7 @@ ReadyBatch Session::TakeReady() {
     DecrementInFlight(in_flight_);
   }
   if (counted_any)
-    admit_cv_.notify_all();
+    NotifyAdmitUnlocked();
   batch.generation = generation_;
   return batch;
 }
@@ -538,13 +621,16 @@ void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
     if (real_time_clock_)
       wait_ns = std::min(wait_ns, remaining);
   }
+  output_waiters_++;
   output_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), moved);
+  output_waiters_--;
+  output_notified_ = false;
 }
 
 void Session::WakeOutput() {
   std::lock_guard<std::mutex> lock(mutex_);
   generation_++;
-  output_cv_.notify_all();
+  NotifyOutputUnlocked();
 }
 
 bool Session::WindowEmpty() const {
@@ -624,7 +710,10 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
   const int64_t began = std::max(
       item.started_ns != kNoTime ? item.started_ns : item.dispatched_ns,
       lane.last_completion_ns);
+  const int64_t before = lane.service.EstimateNs();
   lane.service.AddSample(now_ns - began);
+  if (lane.service.EstimateNs() != before)
+    UpdateSpreadAllowanceUnlocked();
   lane.last_completion_ns = now_ns;
   if (!item.awaited)
     DecrementInFlight(in_flight_);
@@ -666,10 +755,35 @@ void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
   l->outstanding.erase(it);
 }
 
+// A notification reaches the waiters once, however many events come before
+// they run: every notify_all with a waiter is a system call.
+bool Session::ClaimAdmitNotifyUnlocked() {
+  if (admit_waiters_ == 0 || admit_notified_)
+    return false;
+  admit_notified_ = true;
+  return true;
+}
+
+void Session::NotifyAdmitUnlocked() {
+  if (!ClaimAdmitNotifyUnlocked())
+    return;
+  if (defer_admit_notify_)
+    admit_notify_deferred_ = true;
+  else
+    admit_cv_.notify_all();
+}
+
+void Session::NotifyOutputUnlocked() {
+  if (output_waiters_ > 0 && !output_notified_) {
+    output_notified_ = true;
+    output_cv_.notify_all();
+  }
+}
+
 void Session::NotifyAllUnlocked() {
   generation_++;
-  admit_cv_.notify_all();
-  output_cv_.notify_all();
+  NotifyAdmitUnlocked();
+  NotifyOutputUnlocked();
 }
 
 }  // namespace gpufan

@@ -33,6 +33,9 @@ struct LaneLoad {
   int64_t service_ns = 0;    // learned service time; 0 = not known yet
   int64_t head_started_ns =
       -1;  // when the oldest outstanding item started; -1 none
+  // Not started yet: since when the worker could have taken it (its dispatch,
+  // or the lane's last completion if later); -1 none or unknown.
+  int64_t head_ready_ns = -1;
 };
 
 enum class PickStatus {
@@ -57,17 +60,51 @@ class GPUFAN_API Scheduler {
 
   // Chooses a lane. `lanes` is ordered by lane id. A kLane result commits the
   // choice (advances round-robin cursors); kWait and kNone change nothing.
-  // kAdaptive also answers kWait when a full lane whose current item is not
-  // yet overdue would finish the item more than one of its service times
-  // earlier than the best lane with room.
-  Pick Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns);
+  // kAdaptive also answers kWait when a full lane that is not stalled (see
+  // StopWaitingAtNs) would finish the item earlier than the best lane with
+  // room, counting the wait for its slot; unless that best lane is idle and
+  // `in_flight_room` (how many more items the in-flight bound admits) holds
+  // what the other lanes complete during its service time: a backlogged
+  // stream then keeps slow lanes busy one item at a time instead of leaving
+  // them idle, and the window can absorb the wait for their items.
+  Pick Choose(const std::vector<LaneLoad>& lanes, int64_t now_ns,
+              uint32_t in_flight_room = 0);
+
+  // The service time to expect from a lane now: its learned time (or
+  // `fallback_ns` while unknown), or longer while its current item has already
+  // run longer than that (the lane slowed down, or stalls).
+  static int64_t EffectiveServiceNs(const LaneLoad& lane, int64_t now_ns,
+                                    int64_t fallback_ns);
 
   // Adaptive score of one lane: the expected completion time of one more item,
   // max(now, busy_until) + (outstanding - 1)^+ * t + t, where busy_until is
-  // when the item in progress should end. `fallback_ns` stands in for an
-  // unknown service time. Exposed for tests and for the stats.
+  // when the item in progress should end and t the EffectiveServiceNs.
+  // `fallback_ns` stands in for an unknown service time. Exposed for tests and
+  // for the stats.
   static int64_t ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
                                       int64_t fallback_ns);
+
+  // kAdaptive waits for a full lane only until its current item has run for
+  // kStallFactor service times: a median service time is exceeded by half the
+  // items, so one service time would give up on healthy lanes; a lane past
+  // this point may be stalled and must not hold up the others.
+  static constexpr int64_t kStallFactor = 2;
+  // kAdaptive gives a lane with no learned service time one item, then waits
+  // this long for it to come back before it gives it more.
+  static constexpr int64_t kFirstSampleWaitNs = 100'000'000;
+  // kAdaptive gives a lane with two items out (one in progress, one queued)
+  // more only while they amount to less than this much expected work: a
+  // deeper queue adds no throughput to a lane of milliseconds, only items
+  // stuck behind it when it slows down. A lane of microseconds keeps its
+  // queue-size: there, the queue batches the hand-overs.
+  static constexpr int64_t kQueueHorizonNs = 2'000'000;
+  static bool QueueHorizonReached(uint32_t outstanding, int64_t service_ns) {
+    return service_ns > 0 && outstanding >= 2 &&
+           static_cast<int64_t>(outstanding) * service_ns >= kQueueHorizonNs;
+  }
+  static int64_t StopWaitingAtNs(int64_t head_started_ns, int64_t service_ns) {
+    return head_started_ns + kStallFactor * service_ns;
+  }
 
   // Drops per-lane cursor state (call when the lane set changes).
   void ResetCursors();
@@ -76,12 +113,15 @@ class GPUFAN_API Scheduler {
   Pick ChooseRoundRobin(const std::vector<LaneLoad>& lanes);
   Pick ChooseLeastLoaded(const std::vector<LaneLoad>& lanes);
   Pick ChooseWeighted(const std::vector<LaneLoad>& lanes);
-  Pick ChooseAdaptive(const std::vector<LaneLoad>& lanes, int64_t now_ns);
+  Pick ChooseAdaptive(const std::vector<LaneLoad>& lanes, int64_t now_ns,
+                      uint32_t in_flight_room);
 
   Policy policy_;
   uint32_t rr_next_lane_ = 0;  // lane id whose turn it is (or the next above)
   uint32_t tie_rotation_ = 0;  // spreads ties in least-loaded and adaptive
   std::vector<std::pair<uint32_t, double>> wrr_current_;  // lane id -> credit
+  std::vector<uint32_t> ties_;  // scratch for the picks, reused
+  std::vector<LaneLoad> view_;  // kAdaptive's view of the lanes, reused
 };
 
 }  // namespace gpufan

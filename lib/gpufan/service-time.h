@@ -32,7 +32,7 @@ class GPUFAN_API ServiceTimeEstimator {
   size_t next_ = 0;
   size_t count_ = 0;
   int64_t estimate_ = 0;
-  std::vector<int64_t> scratch_;  // reused by AddSample
+  std::vector<int64_t> sorted_;  // the samples held, ascending
 };
 
 }  // namespace gpufan

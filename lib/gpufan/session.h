@@ -48,7 +48,10 @@ struct SessionConfig {
   Policy policy = Policy::kAdaptive;
   uint32_t lane_queue_size =
       4;  // items queued per lane before it counts as full
-  // 0: automatic, lanes * (lane_queue_size + 2). When the limit is reached
+  // 0: automatic, lanes * (lane_queue_size + 2); with kAdaptive, plus, for
+  // lanes of different speeds, the items the faster lanes complete while the
+  // slowest works on one (at most as much again; it grows as the speeds are
+  // learned and shrinks only when a lane is removed). When the limit is reached
   // while the window waits for a head whose lane is idle (its branch may have
   // dropped it), that lane still gets items, up to lane_queue_size + 1
   // outstanding and as many in flight beyond the limit: only a later item on
@@ -155,8 +158,16 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // survived) it is matched directly; otherwise by `pts_ns` among the lane's
   // outstanding items, else the lane's oldest (each lane is FIFO). Earlier
   // outstanding items of the same lane are declared dropped.
+  // `wake_output` false: the caller takes what may leave (TakeReady) itself,
+  // so WaitOutput is not woken (the generation does not move) for this
+  // arrival; a matched item still wakes DispatchItem.
   Arrival Arrive(uint32_t lane, std::optional<uint64_t> seq, int64_t pts_ns,
-                 PayloadPtr payload);
+                 PayloadPtr payload, bool wake_output = true);
+  // Arrive(..., false) and TakeReady() under one lock, for a caller that
+  // pushes the output itself.
+  ReadyBatch ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
+                                int64_t pts_ns, PayloadPtr payload,
+                                Arrival *arrival);
   // Attaches a payload (an event) to leave right before item `seq`.
   void AttachBefore(uint64_t seq, PayloadPtr payload);
   // The lane ended (EOS): its outstanding items are gone.
@@ -210,12 +221,16 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Session(SessionConfig config, std::shared_ptr<Clock> clock);
 
   // Helpers that expect mutex_ held.
+  Arrival ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
+                         int64_t pts_ns, PayloadPtr payload, bool wake_output);
+  ReadyBatch TakeReadyUnlocked();
   std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool *no_lanes);
   std::optional<uint32_t> ProbeLaneUnlocked();
   std::chrono::nanoseconds AdmitWaitUnlocked() const;
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
                                   int64_t now_ns);
   uint32_t EffectiveMaxInFlightUnlocked() const;
+  void UpdateSpreadAllowanceUnlocked();
   Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
   void DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
@@ -225,6 +240,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
       Lane& lane, uint64_t seq);
   void ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
+  void NotifyAdmitUnlocked();
+  // True (and from then on notified) if a waiter has to be woken: the caller
+  // notifies admit_cv_, after unlocking.
+  bool ClaimAdmitNotifyUnlocked();
+  void NotifyOutputUnlocked();
 
   const uint64_t id_;
   const std::shared_ptr<Clock> clock_;
@@ -235,6 +255,16 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   mutable std::mutex mutex_;
   std::condition_variable admit_cv_;   // fan-out waits for room
   std::condition_variable output_cv_;  // fan-in waits for releasable items
+  // Threads waiting on each, and whether they were notified since they last
+  // woke (see NotifyAdmitUnlocked).
+  uint32_t admit_waiters_ = 0;
+  uint32_t output_waiters_ = 0;
+  bool admit_notified_ = false;
+  bool output_notified_ = false;
+  // While set, NotifyAdmitUnlocked leaves the notification to the caller
+  // (admit_notify_deferred_), who sends it after unlocking.
+  bool defer_admit_notify_ = false;
+  bool admit_notify_deferred_ = false;
   SessionConfig config_;
   Scheduler scheduler_;
   std::vector<LaneLoad> loads_;  // reused by every dispatch
@@ -242,6 +272,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ReorderWindow window_;
   uint64_t next_seq_ = 0;
   uint32_t in_flight_ = 0;
+  // Added to the automatic in-flight limit for lanes of different speeds
+  // (UpdateSpreadAllowanceUnlocked), at most the limit's base.
+  uint32_t spread_allowance_ = 0;
   uint64_t generation_ = 0;
   bool flushing_ = false;
   int64_t first_dispatch_ns_ = kNoTime;

@@ -680,6 +680,22 @@ TEST_F(SessionTest, LearnsServiceTimesAndFps) {
   EXPECT_EQ(s.policy, Policy::kRoundRobin);
 }
 
+TEST_F(SessionTest, AdaptiveInFlightLimitFollowsTheSpreadOfLaneSpeeds) {
+  Make();
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  clock_->Advance(1 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  clock_->Advance(9 * kMs);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  // While the 10 ms lane works on one item the 1 ms lane completes 10, all
+  // waiting behind it: 2 x (4 + 2) plus the 9 beyond one per lane.
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 2u * (4 + 2) + 9);
+  // Other policies keep the documented base.
+  session_->SetPolicy(Policy::kLeastLoaded);
+  EXPECT_EQ(session_->EffectiveMaxInFlight(), 2u * (4 + 2));
+}
+
 TEST_F(SessionTest, ServiceTimeExcludesQueueingBehindThePreviousItem) {
   Make({}, 1);
   // Two items started together; the second can only begin when the first ends.
@@ -702,12 +718,15 @@ TEST_F(SessionTest, AdaptiveSpreadsOverUnknownLanesThenPrefersTheFastOne) {
   clock_->Advance(9 * kMs);
   session_->Arrive(1, b.seq, kNoTime, P("b"));
   session_->TakeReady();
-  // Lane 0 takes 1 ms, lane 1 10 ms: lane 0 gets items until its queue (4)
-  // is full, even 4 deep it finishes before lane 1 would.
+  // Lane 0 takes 1 ms, lane 1 10 ms: lane 0 gets two (one in progress, one
+  // queued: it never runs dry; deeper would only hold items back), then the
+  // idle slow lane one, since the in-flight bound holds what lane 0
+  // completes meanwhile; then both wait for lane 0.
   std::vector<uint32_t> lanes;
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < 3; ++i)
     lanes.push_back(session_->TryDispatchItem(0)->lane);
-  EXPECT_EQ(lanes, (std::vector<uint32_t>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(lanes, (std::vector<uint32_t>{0, 0, 1}));
+  EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
 }
 
 }  // namespace

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Run `gpufan-bench --smoke` and check that its JSON is well-formed.
+
+Usage: check-bench.py GPUFAN_BENCH OUT.json [extra bench arguments]
+
+Checks the structure only (every scenario present, every configuration ran,
+the output order check passed), never the timings: timings are not pass/fail.
+Exit status 0 when the output is well-formed.
+"""
+
+import json
+import math
+import subprocess
+import sys
+
+SCENARIOS = {
+    "equal-1x5ms": "equal",
+    "equal-2x5ms": "equal",
+    "equal-4x5ms": "equal",
+    "equal-8x5ms": "equal",
+    "uneven-2-4-8ms": "uneven",
+    "uneven-1-10ms": "uneven",
+    "dynamic-2x4ms": "dynamic",
+    "overhead-2x0ms": "overhead",
+}
+POLICIES = {"round-robin", "least-loaded", "weighted", "adaptive"}
+
+
+def fail(msg):
+    print(f"check-bench: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def number(obj, key, where):
+    v = obj.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        fail(f"{where}: '{key}' is not a finite number: {v!r}")
+    return v
+
+
+def check(doc):
+    for key in ("mode", "reps", "ok", "order_ok", "machine", "callgrind", "scenarios"):
+        if key not in doc:
+            fail(f"missing top-level '{key}'")
+    if doc["order_ok"] is not True:
+        fail("the output order check failed")
+    if doc["ok"] is not True:
+        fail("a run failed")
+    number(doc["machine"], "nproc", "machine")
+    names = {s["name"]: s for s in doc["scenarios"]}
+    for name, kind in SCENARIOS.items():
+        sc = names.get(name)
+        if sc is None:
+            fail(f"scenario {name} missing")
+        if sc["kind"] != kind:
+            fail(f"{name}: kind {sc['kind']}, expected {kind}")
+        configs = sc["configs"]
+        if not configs or configs[0]["pipeline"] != "baseline":
+            fail(f"{name}: the first configuration is not the baseline")
+        policies = {c.get("policy") for c in configs[1:]}
+        if kind == "uneven" and policies != POLICIES:
+            fail(f"{name}: policies {sorted(policies)}")
+        for c in configs:
+            where = f"{name}/{c['label']}"
+            if len(c["runs"]) != doc["reps"]:
+                fail(f"{where}: {len(c['runs'])} runs, expected {doc['reps']}")
+            if not all(r["ok"] for r in c["runs"]):
+                fail(f"{where}: a run failed")
+            number(c, "median_fps", where)
+            number(c, "vs_baseline", where)
+            if c["pipeline"] == "gpufan":
+                if c["ordered"] is not True:
+                    fail(f"{where}: output not in input order")
+                if kind != "overhead":
+                    number(c, "of_ideal", where)
+                    number(c, "latency_p99_ms", where)
+                    number(c, "window_peak", where)
+                if kind == "dynamic":
+                    number(c, "settle_frames_slowdown_median", where)
+                    number(c, "settle_frames_speedup_median", where)
+                if kind == "overhead":
+                    number(c, "ns_per_buffer", where)
+
+
+def main():
+    if len(sys.argv) < 3:
+        fail(__doc__)
+    bench, out = sys.argv[1], sys.argv[2]
+    cmd = [bench, "--smoke", "--json", out] + sys.argv[3:]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    print(proc.stdout)
+    if proc.returncode != 0:
+        fail(f"{' '.join(cmd)} exited with {proc.returncode}")
+    with open(out) as f:
+        try:
+            doc = json.load(f)
+        except json.JSONDecodeError as e:
+            fail(f"{out} is not well-formed JSON: {e}")
+    check(doc)
+    print(f"check-bench: {out} is well-formed: {len(doc['scenarios'])} scenarios")
+
+
+if __name__ == "__main__":
+    main()
