@@ -1020,8 +1020,6 @@ lane_loop (gpointer user_data)
     lane->queue.pop_front ();
     lane->busy = true;
   }
-  if (item.kind == ItemKind::kBuffer)
-    stage_item (lane, item);
 
   switch (item.kind) {
     case ItemKind::kEvent: {
@@ -1049,6 +1047,8 @@ lane_loop (gpointer user_data)
     }
     case ItemKind::kBuffer: {
       session.MarkStarted (lane->id, item.seq);
+      /* a staging copy is part of the lane's work (its service time) */
+      stage_item (lane, item);
       if (flow_is_fatal (lane->last_ret.load ())) {
         /* never feed a failed branch; the item counts as failed */
         session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
@@ -2058,12 +2058,13 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    *
    * Buffers dispatched and not yet output by gpufanin (or pushed, without a
    * fan-in): bounds the reorder window and the memory in use. 0 chooses
-   * lanes × (queue-size + 2).
+   * lanes × (queue-size + 2); with `adaptive`, up to twice that when the
+   * lanes' speeds differ (room for the fast lanes while a slow one works).
    */
   g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint ("max-in-flight", "Max in flight",
           "Buffers dispatched but not yet output in order (0 = automatic: "
-          "lanes x (queue-size + 2))",
+          "lanes x (queue-size + 2), up to twice that with adaptive)",
           0, 65536, DEFAULT_MAX_IN_FLIGHT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
