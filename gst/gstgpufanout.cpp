@@ -292,7 +292,6 @@ struct GstGpuFanOutPrivate {
   std::shared_ptr<gpufan::Session> session = gpufan::Session::Create (
       gpufan::SessionConfig{ policy_from_enum (DEFAULT_POLICY),
           DEFAULT_QUEUE_SIZE, DEFAULT_MAX_IN_FLIGHT });
-  const gpufan::DeviceRegistry devices = gpufan::DeviceRegistry::Discover ();
 
   std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
 
@@ -1705,8 +1704,9 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     lane = std::make_shared<Lane> (self, pad, index);
     priv->lanes[index] = lane;
     priv->probe_pending = true; /* its needs_probe starts set */
-    priv->session->AddLane (index, priv->devices.DefaultForLane (index),
-        DEFAULT_WEIGHT);
+    /* a first guess until the lane is placed (NULL->READY) */
+    priv->session->AddLane (index,
+        gst_gpufan_device_registry ().DefaultForLane (index), DEFAULT_WEIGHT);
     /* no items until the pad is active */
     priv->session->SetLaneEligible (index, false);
   }
