@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gpufan-rig.h"
 
@@ -163,21 +164,51 @@ TEST(Devices, GpuHintsWithoutAnyGpuStillRunCpuLanes) {
   gst_structure_free(stats);
 }
 
-TEST(Devices, BadDevicesTextIsAnErrorThatQuotesIt) {
-  LaunchedPipeline p(Pipeline("devices=gpu0", 1));
+// Settings that leave a lane without a device: the start fails with an
+// error that says what to change.
+struct BadSetting {
+  const char *name;
+  const char *fanout_props;
+  int lanes;
+  std::vector<const char *> expected;  // substrings of the error
+};
+
+class DevicesBadSetting : public ::testing::TestWithParam<BadSetting> {};
+
+TEST_P(DevicesBadSetting, FailsTheStartWithAClearError) {
+  const BadSetting& bad = GetParam();
+  LaunchedPipeline p(Pipeline(bad.fanout_props, bad.lanes));
   ASSERT_TRUE(p.ok());
   const std::string error = ReadyError(p);
-  EXPECT_NE(error.find("Invalid devices"), std::string::npos) << error;
-  EXPECT_NE(error.find("gpu0"), std::string::npos) << error;
+  for (const char *expected : bad.expected)
+    EXPECT_NE(error.find(expected), std::string::npos)
+        << "no '" << expected << "' in: " << error;
 }
 
-TEST(Devices, BadComputeCapabilityIsAnError) {
-  LaunchedPipeline p(Pipeline("min-compute-capability=eight", 1));
-  ASSERT_TRUE(p.ok());
-  const std::string error = ReadyError(p);
-  EXPECT_NE(error.find("min-compute-capability 'eight'"), std::string::npos)
-      << error;
-}
+INSTANTIATE_TEST_SUITE_P(
+    Devices, DevicesBadSetting,
+    ::testing::Values(BadSetting{"DevicesTextThatDoesNotParse",
+                                 "devices=gpu0",
+                                 1,
+                                 {"Invalid devices", "gpu0"}},
+                      BadSetting{"ComputeCapabilityThatDoesNotParse",
+                                 "min-compute-capability=eight",
+                                 1,
+                                 {"min-compute-capability 'eight'"}},
+                      BadSetting{
+                          "AMissingGpu", "devices=0,63", 2, {"GPU", "GPU(s)"}},
+                      BadSetting{"MoreLanesThanCpuN",
+                                 "devices=cpu:1",
+                                 2,
+                                 {"No device for lane 1", "src_1"}},
+                      // Whatever the machine: no GPU has compute capability 99.
+                      BadSetting{"ANamedGpuFailingAHint",
+                                 "devices=0 min-compute-capability=99.0",
+                                 1,
+                                 {"GPU 0"}}),
+    [](const ::testing::TestParamInfo<BadSetting>& info) {
+      return std::string(info.param.name);
+    });
 
 TEST(Devices, AGoodValueReplacesABadOne) {
   LaunchedPipeline p(Pipeline("devices=bogus", 1));
@@ -186,14 +217,6 @@ TEST(Devices, AGoodValueReplacesABadOne) {
   GstStructure *stats = RunAndGetFanoutStats(p);
   ASSERT_NE(stats, nullptr);
   gst_structure_free(stats);
-}
-
-TEST(Devices, AMissingGpuIsAnErrorNamingIt) {
-  LaunchedPipeline p(Pipeline("devices=0,63", 2));
-  ASSERT_TRUE(p.ok());
-  const std::string error = ReadyError(p);
-  EXPECT_NE(error.find("GPU"), std::string::npos) << error;
-  EXPECT_NE(error.find("GPU(s)"), std::string::npos) << error;
 }
 
 TEST(Devices, ThePadDevicePropertyOverridesTheElement) {
@@ -207,22 +230,6 @@ TEST(Devices, ThePadDevicePropertyOverridesTheElement) {
   EXPECT_NE(error.find("src_1's device property names GPU 63"),
             std::string::npos)
       << error;
-}
-
-TEST(Devices, CpuCountBoundsTheLanes) {
-  LaunchedPipeline p(Pipeline("devices=cpu:1", 2));
-  ASSERT_TRUE(p.ok());
-  const std::string error = ReadyError(p);
-  EXPECT_NE(error.find("No device for lane 1"), std::string::npos) << error;
-  EXPECT_NE(error.find("src_1"), std::string::npos) << error;
-}
-
-TEST(Devices, AnImpossibleHintOnANamedGpuIsAnError) {
-  // Whatever the machine: no GPU has compute capability 99.
-  LaunchedPipeline p(Pipeline("devices=0 min-compute-capability=99.0", 1));
-  ASSERT_TRUE(p.ok());
-  const std::string error = ReadyError(p);
-  EXPECT_NE(error.find("GPU 0"), std::string::npos) << error;
 }
 
 // What a lane's streaming thread looked like from inside.
