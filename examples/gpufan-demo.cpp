@@ -419,46 +419,39 @@ void PrintRun(const char *label, int lanes, const RunResult& r) {
     PrintLaneTable(r.stats);
 }
 
-bool HaveFactories(std::initializer_list<const char *> names) {
-  for (const char *name : names) {
-    GstElementFactory *f = gst_element_factory_find(name);
-    if (!f)
-      return false;
+bool HaveFactory(const char *name) {
+  GstElementFactory *f = gst_element_factory_find(name);
+  if (f)
     gst_object_unref(f);
-  }
-  return true;
+  return f != nullptr;
 }
 
-bool CheckFactories() {
-  const char *needed[] = {"videotestsrc", "videoconvert", "gaussianblur",
-                          "jpegenc",      "jpegdec",      "matroskamux",
-                          "matroskademux"};
+bool HaveFactories(std::initializer_list<const char *> names) {
+  return std::all_of(names.begin(), names.end(), HaveFactory);
+}
+
+// Prints `hint` for each missing element; false when one is missing.
+bool CheckFactoryGroup(std::initializer_list<const char *> names,
+                       const char *hint) {
   bool ok = true;
-  for (const char *name : needed) {
-    GstElementFactory *f = gst_element_factory_find(name);
-    if (!f) {
-      g_printerr(
-          "gpufan-demo: ERROR: element '%s' not found (install "
-          "gstreamer1.0-plugins-base/-good/-bad: scripts/setup.sh)\n",
-          name);
+  for (const char *name : names) {
+    if (!HaveFactory(name)) {
+      g_printerr("gpufan-demo: ERROR: element '%s' not found%s\n", name, hint);
       ok = false;
-    } else {
-      gst_object_unref(f);
-    }
-  }
-  for (const char *name : {"gpufanout", "gpufanin"}) {
-    GstElementFactory *f = gst_element_factory_find(name);
-    if (!f) {
-      g_printerr(
-          "gpufan-demo: ERROR: element '%s' not found: build the "
-          "plugin (ninja -C build) and set GST_PLUGIN_PATH=build/gst\n",
-          name);
-      ok = false;
-    } else {
-      gst_object_unref(f);
     }
   }
   return ok;
+}
+
+bool CheckFactories() {
+  const bool stock = CheckFactoryGroup(
+      {"videotestsrc", "videoconvert", "gaussianblur", "jpegenc", "jpegdec",
+       "matroskamux", "matroskademux"},
+      " (install gstreamer1.0-plugins-base/-good/-bad: scripts/setup.sh)");
+  const bool ours = CheckFactoryGroup(
+      {"gpufanout", "gpufanin"},
+      ": build the plugin (ninja -C build) and set GST_PLUGIN_PATH=build/gst");
+  return stock && ours;
 }
 
 }  // namespace
