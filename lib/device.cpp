@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gpufan/cuda.h"
+#include "gpufan/placement.h"
 #include "gpufan/topology.h"
 
 namespace gpufan {
@@ -77,16 +78,11 @@ size_t DeviceRegistry::gpu_count() const {
 }
 
 Device DeviceRegistry::DefaultForLane(uint32_t lane_index) const {
-  std::vector<const Device *> pool;
-  const size_t gpus = gpu_count();
-  for (const Device& d : devices_) {
-    if ((gpus > 0) == (d.kind == DeviceKind::kCuda))
-      pool.push_back(&d);
-  }
-  // A default-constructed registry has no devices: fall back to a CPU lane.
-  if (pool.empty())
-    return Device::Cpu(0);
-  return *pool[lane_index % pool.size()];
+  // What devices=auto with no hints gives: one rule, in PlaceLane. (It
+  // cannot fail: without GPUs it falls back to CPU lanes.)
+  return PlaceLane(DeviceSpec{}, PlacementHints{}, devices_, lane_index, -1,
+                   nullptr)
+      .device;
 }
 
 }  // namespace gpufan
