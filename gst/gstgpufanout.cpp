@@ -670,14 +670,20 @@ unplace_lane (GstGpuFanOut * self, guint id)
     it->second->placed = false;
 }
 
+/* Every lane is placed again at its next placement. */
 static void
-unplace_all_lanes (GstGpuFanOut * self)
+forget_placements (GstGpuFanOut * self)
 {
-  if (lanes_streaming (self))
-    return;
   std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
   for (auto & kv : self->priv->lanes)
     kv.second->placed = false;
+}
+
+static void
+unplace_all_lanes (GstGpuFanOut * self)
+{
+  if (!lanes_streaming (self))
+    forget_placements (self);
 }
 
 /* At NULL->READY: every lane gets its device, or the element fails with
@@ -1796,9 +1802,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
 
   if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
     priv->no_gpu_warned = false;
-    std::lock_guard<std::mutex> lk (priv->lanes_lock);
-    for (auto & kv : priv->lanes)
-      kv.second->placed = false;
+    forget_placements (self);
   }
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
