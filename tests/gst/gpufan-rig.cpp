@@ -271,4 +271,18 @@ GstMessage *LaunchedPipeline::WaitEosOrError(Duration timeout) {
       timeout);
 }
 
+bool LaunchedPipeline::PlayToEos() {
+  EXPECT_TRUE(Play());
+  GstMessage *m = WaitEosOrError(kLongWait);
+  if (!m) {
+    ADD_FAILURE() << "no EOS within " << kLongWait.count() << " ms";
+    return false;
+  }
+  if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_EOS) {
+    ADD_FAILURE() << "ERROR instead of EOS: " << bus_->ErrorsText();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace gpufan_test

@@ -135,6 +135,9 @@ class LaunchedPipeline {
   bool Stop() { return SetStateAndWait(pipeline_, GST_STATE_NULL); }
   // The first EOS or ERROR message, or nullptr after the timeout.
   GstMessage *WaitEosOrError(Duration timeout);
+  // Plays and waits (kLongWait) for EOS; false, with a test failure that
+  // says why, on ERROR or a timeout.
+  bool PlayToEos();
 
  private:
   GstPad *Pad(const char *element, const char *pad) const;

@@ -64,16 +64,8 @@ void ConnectDelays(LaunchedPipeline& p, int lanes, uint64_t seed) {
 // Waits for EOS (failing on ERROR) and returns the gpufan-stats message the
 // fan-in posted (nullptr with a failure if none).
 GstMessage *RunToEos(LaunchedPipeline& p) {
-  EXPECT_TRUE(p.Play());
-  GstMessage *m = p.WaitEosOrError(kLongWait);
-  if (!m) {
-    ADD_FAILURE() << "no EOS within " << kLongWait.count() << " ms";
+  if (!p.PlayToEos())
     return nullptr;
-  }
-  if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_EOS) {
-    ADD_FAILURE() << "ERROR instead of EOS: " << p.bus().ErrorsText();
-    return nullptr;
-  }
   GstElement *m_el = p.element("m");
   GstMessage *stats = p.bus().WaitFor([m_el](GstMessage *msg) {
     return BusLog::IsElementMessage(msg, "gpufan-stats") &&
