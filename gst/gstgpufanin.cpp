@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "gpufan/session.h"
 #include "gstgpufanutils.h"
@@ -110,7 +111,8 @@ struct GstGpuFanInPrivate {
   std::condition_variable cond; /* wakes the task while it has no session */
   std::map<GstPad *, PadState> pads;
   std::shared_ptr<gpufan::Session> session;
-  bool flushing = true; /* src inactive, or a flush in progress */
+  std::string fanout_name; /* of the session's gpufanout, for messages */
+  bool flushing = true;    /* src inactive, or a flush in progress */
   bool eos_sent = false;
   GstGpuFanSeqnumMemory forwarded_seqnums; /* events sent once */
   std::atomic<guint64> stall_timeout{ DEFAULT_STALL_TIMEOUT };
@@ -146,6 +148,9 @@ struct GstGpuFanInPrivate {
   std::atomic<bool> output_pending{ false };
   /* A flow error stopped the output until the next flush or start. */
   std::atomic<bool> output_stopped{ false };
+  /* What ordering adds to the latency grew: post a LATENCY message (after
+   * letting go of output_lock). */
+  std::atomic<bool> latency_post_pending{ false };
 
   ~GstGpuFanInPrivate ()
   {
@@ -185,12 +190,14 @@ static void gst_gpufan_in_src_loop (gpointer user_data);
 
 namespace {
 
-/* An item that came out of a lane, on its way into the window. */
+/* An item (or a marker: see gst_gpufan_marker_new) that came out of a
+ * lane, on its way into the window. */
 struct PendingArrival {
   guint lane;
   std::optional<guint64> seq;
   gint64 pts;
   gpufan::PayloadPtr payload;
+  bool marker = false; /* proves the lane's items up to seq */
 };
 
 } // namespace
@@ -210,11 +217,13 @@ wake_output_unlocked (GstGpuFanIn * self)
     self->priv->session->WakeOutput ();
 }
 
-/* Pairs @pad with lane @lane of @session. FALSE if this fan-in already
- * belongs to another fan-out. */
+/* Pairs @pad with lane @lane of @session, whose gpufanout is @fanout. FALSE
+ * if this fan-in already belongs to another fan-out (@conflict then says
+ * which two). */
 static gboolean
 pair_pad (GstGpuFanIn * self, GstPad * pad,
-    const std::shared_ptr<gpufan::Session> & session, guint lane)
+    const std::shared_ptr<gpufan::Session> & session, guint lane,
+    const gchar * fanout, std::string * conflict = nullptr)
 {
   GstGpuFanInPrivate * priv = self->priv;
   {
@@ -223,10 +232,17 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     if (it == priv->pads.end ())
       return FALSE;
     if (priv->session && priv->session != session) {
-      GST_WARNING_OBJECT (pad, "fed by another gpufanout than the other pads");
+      gchar * text = g_strdup_printf ("%s:%s is fed by gpufanout '%s', but "
+                                      "the other sink pads by gpufanout '%s'",
+          GST_DEBUG_PAD_NAME (pad), fanout, priv->fanout_name.c_str ());
+      GST_WARNING_OBJECT (pad, "%s", text);
+      if (conflict)
+        *conflict = text;
+      g_free (text);
       return FALSE;
     }
     priv->session = session;
+    priv->fanout_name = fanout;
     it->second.session = session;
     it->second.lane = lane;
     it->second.paired = true;
@@ -239,9 +255,11 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
   return TRUE;
 }
 
-/* Asks upstream, through the branch, which fan-out lane feeds @pad. */
+/* Asks upstream, through the branch, which fan-out lane feeds @pad. FALSE
+ * if none does, or (@conflict set) if one that is not ours does. */
 static gboolean
-ensure_paired (GstGpuFanIn * self, GstPad * pad)
+ensure_paired (GstGpuFanIn * self, GstPad * pad,
+    std::string * conflict = nullptr)
 {
   {
     std::lock_guard<std::mutex> lk (self->priv->lock);
@@ -250,12 +268,16 @@ ensure_paired (GstGpuFanIn * self, GstPad * pad)
       return TRUE;
   }
 
-  GstQuery * query = gst_gpufan_pair_query_new (nullptr, 0);
+  GstQuery * query = gst_gpufan_pair_query_new (nullptr, 0, nullptr);
   std::shared_ptr<gpufan::Session> session;
   guint lane = 0;
   gboolean ok = gst_pad_peer_query (pad, query)
-      && gst_gpufan_pair_query_parse (query, &session, &lane)
-      && pair_pad (self, pad, session, lane);
+      && gst_gpufan_pair_query_parse (query, &session, &lane);
+  if (ok) {
+    gchar * fanout = gst_gpufan_pair_query_get_fanout (query);
+    ok = pair_pad (self, pad, session, lane, fanout, conflict);
+    g_free (fanout);
+  }
   gst_query_unref (query);
   return ok;
 }
@@ -279,13 +301,19 @@ new_item_unlocked (const PadState & state, GstMiniObject * obj)
 }
 
 static GstFlowReturn
-not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
+not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
+    const std::string & conflict)
 {
   gst_mini_object_unref (obj);
-  GST_ELEMENT_ERROR (self, STREAM, FAILED,
-      ("%s:%s is not fed by a gpufanout", GST_DEBUG_PAD_NAME (pad)),
-      ("Every branch into gpufanin must start at a src pad of one and the "
-       "same gpufanout"));
+  if (!conflict.empty ())
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s", conflict.c_str ()),
+        ("A gpufanin takes the lanes of one gpufanout: give each gpufanout "
+         "its own gpufanin"));
+  else
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("%s:%s is not fed by a gpufanout", GST_DEBUG_PAD_NAME (pad)),
+        ("Every branch into gpufanin must start at a src pad of one and the "
+         "same gpufanout"));
   return GST_FLOW_ERROR;
 }
 
@@ -356,8 +384,9 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
       }
     }
     /* not paired yet: ask upstream, then look again (once) */
-    if (!ensure_paired (self, pad))
-      return not_fed_by_fanout (self, pad, obj);
+    std::string conflict;
+    if (!ensure_paired (self, pad, &conflict))
+      return not_fed_by_fanout (self, pad, obj, conflict);
   }
   ItemId id = identify_item (obj, session->id ());
   item->caps_epoch = id.caps_epoch;
@@ -374,6 +403,52 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
 
   /* downstream's result goes upstream, as queue does */
   return priv->src_ret.load ();
+}
+
+/* A marker of our fan-out (gst_gpufan_marker_new) came out of a lane: the
+ * lane's items up to it that did not come back never will. Consumed (TRUE);
+ * FALSE for anything else, a marker of an outer pair included. */
+static gboolean
+handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  guint64 session_id = 0, seq = 0;
+  guint marker_lane = 0;
+  if (!gst_gpufan_marker_parse (event, &session_id, &marker_lane, &seq))
+    return FALSE;
+
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  for (bool asked = false;; asked = true) {
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      auto it = priv->pads.find (pad);
+      if (it == priv->pads.end ())
+        return FALSE;
+      if (it->second.paired) {
+        if (it->second.session->id () != session_id)
+          return FALSE;
+        if (priv->flushing || it->second.flushing || it->second.eos) {
+          gst_event_unref (event);
+          return TRUE;
+        }
+        session = it->second.session;
+        lane = it->second.lane;
+        break;
+      }
+    }
+    if (asked || !ensure_paired (self, pad))
+      return FALSE;
+  }
+  gst_event_unref (event);
+  GST_LOG_OBJECT (pad,
+      "marker: lane %u's items up to %" G_GUINT64_FORMAT
+      " came back or never will",
+      lane, seq);
+  PendingArrival marker{ lane, seq, gpufan::kNoTime, nullptr };
+  marker.marker = true;
+  output_from_lane (self, session, std::move (marker));
+  return TRUE;
 }
 
 static GstFlowReturn
@@ -497,6 +572,10 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       /* a GAP stands for data: it takes its place in the order */
       return handle_item (self, pad, GST_MINI_OBJECT_CAST (event))
           == GST_FLOW_OK;
+    case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
+      if (handle_marker (self, pad, event))
+        return TRUE;
+      break;
     default:
       break;
   }
@@ -575,7 +654,10 @@ gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
     guint lane = 0;
     if (!gst_gpufan_pair_query_parse (query, &session, &lane))
       return FALSE;
-    if (!pair_pad (self, pad, session, lane))
+    gchar * fanout = gst_gpufan_pair_query_get_fanout (query);
+    gboolean paired = pair_pad (self, pad, session, lane, fanout);
+    g_free (fanout);
+    if (!paired)
       return FALSE;
     gst_gpufan_pair_query_set_claimed (query);
     return TRUE;
@@ -696,12 +778,22 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
   return GST_FLOW_OK;
 }
 
-/* Every lane ended and the window is drained: statistics, then one EOS. */
+/* Every lane ended (or, @missing not empty, every item is accounted for
+ * and those lanes' EOS did not come in time) and the window is drained:
+ * statistics, then one EOS. */
 static void
 finish_stream (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session)
+    const std::shared_ptr<gpufan::Session> & session,
+    const std::string & missing = std::string ())
 {
   GstGpuFanInPrivate * priv = self->priv;
+
+  if (!missing.empty ())
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Ending the stream without the EOS of %s", missing.c_str ()),
+        ("gpufanout's input ended and every item is accounted for "
+         "(delivered, proven dropped or given up); a branch that swallows "
+         "EOS or stalled is not waited for longer than stall-timeout"));
 
   /* a stream that never carried data still gets its stream-start first */
   if (!priv->out_stream_start) {
@@ -753,6 +845,31 @@ mark_batch_done (GstGpuFanInPrivate * priv)
   priv->cond.notify_all ();
 }
 
+/* Puts @arrival into the window without taking anything out. */
+static gpufan::Arrival
+hand_over (const std::shared_ptr<gpufan::Session> & session,
+    PendingArrival * arrival)
+{
+  if (arrival->marker) {
+    session->ProveLane (arrival->lane, *arrival->seq);
+    return gpufan::Arrival{};
+  }
+  return session->Arrive (arrival->lane, arrival->seq, arrival->pts,
+      std::move (arrival->payload), false);
+}
+
+/* The lanes' items changed what ordering adds to the latency: the pipeline
+ * asks again (query_latency). Without output_lock held. */
+static void
+maybe_post_latency (GstGpuFanIn * self)
+{
+  if (self->priv->latency_post_pending.exchange (false)) {
+    GST_DEBUG_OBJECT (self, "reordering adds more latency now");
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_message_new_latency (GST_OBJECT (self)));
+  }
+}
+
 /* Takes one batch from the window (after putting @arrival's item into it,
  * under the same Session lock) and pushes it downstream. Called with
  * output_lock held. Returns FALSE when nothing left the window; *generation
@@ -776,15 +893,20 @@ output_batch_locked (GstGpuFanIn * self,
   if (stopped) {
     /* no output now; a flush resets the window */
     if (arrival)
-      *arrived = session->Arrive (arrival->lane, arrival->seq, arrival->pts,
-          std::move (arrival->payload), false);
+      *arrived = hand_over (session, arrival);
     *generation = 0;
     return false;
   }
-  gpufan::ReadyBatch batch = arrival
-      ? session->ArriveAndTakeReady (arrival->lane, arrival->seq, arrival->pts,
-          std::move (arrival->payload), arrived)
-      : session->TakeReady ();
+  gpufan::ReadyBatch batch;
+  if (!arrival)
+    batch = session->TakeReady ();
+  else if (arrival->marker)
+    batch = session->ProveLaneAndTakeReady (arrival->lane, *arrival->seq);
+  else
+    batch = session->ArriveAndTakeReady (arrival->lane, arrival->seq,
+        arrival->pts, std::move (arrival->payload), arrived);
+  if (batch.latency_grew)
+    priv->latency_post_pending = true;
 
   for (gpufan::Released & released : batch.items) {
     if (!released.payload)
@@ -825,8 +947,7 @@ output_from_lane (GstGpuFanIn * self,
 
   std::unique_lock<std::mutex> out (priv->output_lock, std::try_to_lock);
   if (!out.owns_lock ()) {
-    arrived = session->Arrive (arrival.lane, arrival.seq, arrival.pts,
-        std::move (arrival.payload), false);
+    arrived = hand_over (session, &arrival);
     priv->output_pending = true;
     /* the holder may have let go before it could see output_pending */
     if (!out.try_lock ())
@@ -840,6 +961,7 @@ output_from_lane (GstGpuFanIn * self,
     output_batch_locked (self, session, pending, &arrived, &generation, &pause);
     pending = nullptr;
     out.unlock ();
+    maybe_post_latency (self);
     if (pause) {
       /* the task stops as it would have after its own push */
       session->WakeOutput ();
@@ -849,6 +971,80 @@ output_from_lane (GstGpuFanIn * self,
     if (!priv->output_pending.load () || !out.try_lock ())
       return arrived;
   }
+}
+
+/* Whether the stream ends now (see docs/ordering.md, "When the stream
+ * ends"): when every sink pad has EOS and the window is empty; or when the
+ * fan-out's input ended and every item is accounted for, as soon as every
+ * lane that is not stalled has returned EOS and at the latest stall-timeout
+ * later (a branch may swallow EOS; a stalled lane was waited for already).
+ * TRUE to end now, @missing naming the lanes whose EOS never came; else
+ * *deadline_ns (or kNoTime) is when to look again unless woken first. */
+static bool
+stream_ends_now (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, std::string * missing,
+    gint64 * deadline_ns)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  struct Waiting {
+    std::string pad;
+    bool paired;
+    guint lane;
+  };
+  std::vector<Waiting> waiting;
+  *deadline_ns = gpufan::kNoTime;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    if (priv->flushing || priv->eos_sent || priv->pads.empty ())
+      return false;
+    for (auto & kv : priv->pads)
+      if (!kv.second.eos)
+        waiting.push_back (Waiting{ GST_OBJECT_NAME (kv.first),
+            kv.second.paired, kv.second.lane });
+  }
+  if (!session->WindowEmpty ())
+    return false;
+  if (waiting.empty ())
+    return true;
+  const gint64 since = session->AccountedForSinceNs ();
+  if (since == gpufan::kNoTime)
+    return false;
+
+  const gpufan::SessionStats stats = session->Stats ();
+  auto lane_stats = [&stats] (guint id) -> const gpufan::LaneStats * {
+    for (const auto & l : stats.lanes)
+      if (l.lane == id)
+        return &l;
+    return nullptr;
+  };
+  bool wait_more = false;
+  std::string names;
+  for (const Waiting & w : waiting) {
+    const gpufan::LaneStats * l = w.paired ? lane_stats (w.lane) : nullptr;
+    const bool stalled = l && l->state == gpufan::LaneState::kStalled;
+    wait_more |= !stalled;
+    gchar * text;
+    if (stalled) {
+      gchar * why = gst_gpufan_stall_reason (*l);
+      text = g_strdup_printf ("%s (lane %u, stalled: %s)", w.pad.c_str (),
+          w.lane, why);
+      g_free (why);
+    } else if (w.paired) {
+      text = g_strdup_printf ("%s (lane %u, no EOS within stall-timeout)",
+          w.pad.c_str (), w.lane);
+    } else {
+      text = g_strdup_printf ("%s (never paired with a lane)", w.pad.c_str ());
+    }
+    names += (names.empty () ? "" : ", ") + std::string (text);
+    g_free (text);
+  }
+  const gint64 deadline = since + session->stall_timeout_ns ();
+  if (wait_more && session->clock ().NowNs () < deadline) {
+    *deadline_ns = deadline;
+    return false;
+  }
+  *missing = names;
+  return true;
 }
 
 static void
@@ -880,24 +1076,22 @@ gst_gpufan_in_src_loop (gpointer user_data)
 
   bool pause = false;
   guint64 generation = 0;
+  gint64 eos_deadline = gpufan::kNoTime;
   {
-    std::lock_guard<std::mutex> out (priv->output_lock);
+    std::unique_lock<std::mutex> out (priv->output_lock);
     priv->output_pending = false;
-    if (output_batch_locked (self, session, nullptr, nullptr, &generation,
-            &pause))
-      return; /* more may be ready: the next iteration looks */
-    if (!pause) {
-      bool all_eos;
-      {
-        std::lock_guard<std::mutex> lk (priv->lock);
-        all_eos = all_pads_eos_unlocked (priv) && !priv->flushing
-            && !priv->eos_sent;
-      }
-      if (all_eos && session->WindowEmpty ()) {
-        finish_stream (self, session);
-        return;
-      }
+    bool more = output_batch_locked (self, session, nullptr, nullptr,
+        &generation, &pause);
+    std::string missing;
+    if (!more && !pause
+        && stream_ends_now (self, session, &missing, &eos_deadline)) {
+      finish_stream (self, session, missing);
+      return;
     }
+    out.unlock ();
+    maybe_post_latency (self);
+    if (more)
+      return; /* more may be ready: the next iteration looks */
   }
   if (pause) {
     gst_pad_pause_task (self->srcpad);
@@ -912,7 +1106,10 @@ gst_gpufan_in_src_loop (gpointer user_data)
         [priv] { return priv->flushing || priv->eos_sent; });
     return;
   }
-  session->WaitOutput (generation, kOutputWaitSliceNs);
+  gint64 wait_ns = kOutputWaitSliceNs;
+  if (eos_deadline != gpufan::kNoTime)
+    wait_ns = MIN (wait_ns, MAX (eos_deadline - session->clock ().NowNs (), 0));
+  session->WaitOutput (generation, wait_ns);
 }
 
 static gboolean
@@ -990,6 +1187,21 @@ query_latency (GstGpuFanIn * self, GstQuery * query)
 
   if (!any)
     return FALSE;
+  /* Ordering holds an item until every earlier one arrived: it adds the
+   * longest time items recently spent in the lanes (Session::AddedLatencyNs,
+   * at most stall-timeout). */
+  std::shared_ptr<gpufan::Session> session;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lock);
+    session = self->priv->session;
+  }
+  if (session) {
+    const GstClockTime added = (GstClockTime)session->AddedLatencyNs ();
+    session->MarkLatencyReported ((gint64)added);
+    min += added;
+    if (GST_CLOCK_TIME_IS_VALID (max))
+      max += added;
+  }
   GST_DEBUG_OBJECT (self,
       "latency: live %d min %" GST_TIME_FORMAT " max %" GST_TIME_FORMAT, live,
       GST_TIME_ARGS (min), GST_TIME_ARGS (max));

@@ -76,6 +76,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_gpufan_out_debug);
 
 /* How long a lane worker sleeps at most before it re-checks its state. */
 static constexpr auto kLaneWaitSlice = std::chrono::milliseconds (100);
+/* A joining lane's branch is probed at least every so many dispatches. */
+static constexpr guint kMaxJoiningProbeInterval = 32;
 
 typedef enum {
   GST_GPUFAN_POLICY_ROUND_ROBIN,
@@ -246,6 +248,10 @@ struct Lane {
   std::atomic<bool> flushing{ true };
   bool busy = false; /* the worker is handling an item */
   bool eos_pushed = false;
+  /* The last item the worker pushed, and when an idle stalled lane next
+   * sends a marker to see whether its branch answers again (steady ns). */
+  guint64 last_seq = 0;
+  gint64 next_liveness_ns = 0;
 
   /* Last flow return of a push on this lane; sticky until relink/flush. */
   std::atomic<GstFlowReturn> last_ret{ GST_FLOW_OK };
@@ -314,6 +320,12 @@ struct GstGpuFanOutPrivate {
   std::atomic<bool> no_gpu_warned{ false };
   /* some lane's needs_probe is set: saves looking at every lane per buffer */
   std::atomic<bool> probe_pending{ true };
+  /* While a lane is joining (its branch may not reach the fan-in yet), its
+   * branch is probed again every so many dispatches, doubling up to
+   * kMaxJoiningProbeInterval; a link resets it. Streaming thread only. */
+  guint joining_probe_interval = 1;
+  guint dispatches_since_joining_probe = 0;
+  std::atomic<bool> reset_joining_probe{ false };
 
   std::mutex lanes_lock;
   std::map<guint, LanePtr> lanes;
@@ -845,6 +857,32 @@ request_probe (GstGpuFanOut * self, const LanePtr & lane)
 {
   lane->needs_probe = true;
   self->priv->probe_pending = true;
+  self->priv->reset_joining_probe = true;
+}
+
+/* A joining lane gets items only once a fan-in claims it, which it does
+ * when the pairing probe through its branch reaches one: probe its branch
+ * again now and then (the branch may be completed anywhere along it, so no
+ * link of ours announces that). */
+static void
+reprobe_joining_lanes (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (priv->reset_joining_probe.exchange (false)) {
+    priv->joining_probe_interval = 1;
+    priv->dispatches_since_joining_probe = 0;
+  }
+  if (++priv->dispatches_since_joining_probe < priv->joining_probe_interval)
+    return;
+  priv->dispatches_since_joining_probe = 0;
+  priv->joining_probe_interval
+      = MIN (priv->joining_probe_interval * 2, kMaxJoiningProbeInterval);
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane->linked.load () && !priv->session->IsLaneClaimed (lane->id)) {
+      lane->needs_probe = true;
+      priv->probe_pending = true;
+    }
+  }
 }
 
 static bool
@@ -871,7 +909,8 @@ probe_lanes (GstGpuFanOut * self)
       continue;
     if (priv->session->IsLaneClaimed (lane->id))
       continue;
-    GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id);
+    GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id,
+        GST_ELEMENT (self));
     gboolean answered = gst_pad_peer_query (lane->pad, query);
     GST_DEBUG_OBJECT (lane->pad, "pairing probe: %s",
         answered && gst_gpufan_pair_query_claimed (query)
@@ -1001,6 +1040,101 @@ stage_item (const LanePtr & lane, QueuedItem & item)
   gst_object_unref (allocator);
 }
 
+/* Pushes a marker behind item @seq (see gst_gpufan_marker_new): the fan-in
+ * proves the item dropped if it gets the marker and not the item. */
+static void
+push_marker (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
+{
+  GST_LOG_OBJECT (lane->pad, "marker behind item %" G_GUINT64_FORMAT, seq);
+  gst_pad_push_event (lane->pad,
+      gst_gpufan_marker_new (self->priv->session->id (), lane->id, seq));
+}
+
+/* How long an idle lane worker sleeps before it looks again. A stalled lane
+ * sends a marker every stall-timeout while idle (its branch may answer
+ * again, as a valve that opens does); TRUE in @due when that is now. Call
+ * with lane->lock held. */
+static std::chrono::nanoseconds
+lane_idle_wait_unlocked (GstGpuFanOut * self, const LanePtr & lane, bool * due)
+{
+  gpufan::Session & session = *self->priv->session;
+  *due = false;
+  if (!session.IsLaneStalled (lane->id) || !session.IsLaneClaimed (lane->id)) {
+    lane->next_liveness_ns = 0;
+    return kLaneWaitSlice;
+  }
+  const gint64 now = session.clock ().NowNs ();
+  if (lane->next_liveness_ns == 0)
+    lane->next_liveness_ns = now + session.stall_timeout_ns ();
+  if (now >= lane->next_liveness_ns) {
+    lane->next_liveness_ns = now + session.stall_timeout_ns ();
+    *due = true;
+    return std::chrono::nanoseconds (0);
+  }
+  return std::min<std::chrono::nanoseconds> (kLaneWaitSlice,
+      std::chrono::nanoseconds (lane->next_liveness_ns - now));
+}
+
+/* Pushes a scheduled item (a buffer, or a GAP event) into the branch and
+ * tells the session; a marker follows when the session asks for one. */
+static void
+push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
+    QueuedItem & item)
+{
+  gpufan::Session & session = *self->priv->session;
+  if (!session.MarkStarted (lane->id, item.seq)) {
+    /* given up already (its lane stalled) or forgotten (flush): pushing it
+     * would only make it late */
+    GST_LOG_OBJECT (lane->pad,
+        "item %" G_GUINT64_FORMAT " no longer awaited, "
+        "not pushed",
+        item.seq);
+    return;
+  }
+  lane->last_seq = item.seq;
+
+  if (item.kind == ItemKind::kScheduledEvent) {
+    /* a GAP the branch refused is a dropped item, not a lane result */
+    bool ok = !flow_is_fatal (lane->last_ret.load ())
+        && gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()));
+    if (session.OnPushed (lane->id, item.seq,
+            ok ? gpufan::PushOutcome::kDelivered
+               : gpufan::PushOutcome::kDropped))
+      push_marker (self, lane, item.seq);
+    return;
+  }
+
+  /* a staging copy is part of the lane's work (its service time) */
+  stage_item (lane, item);
+  if (flow_is_fatal (lane->last_ret.load ())) {
+    /* never feed a failed branch; the item counts as failed */
+    session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
+    return;
+  }
+  guint link_generation = lane->link_generation.load ();
+  GstFlowReturn ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
+  if (session.OnPushed (lane->id, item.seq, outcome_of (ret)))
+    push_marker (self, lane, item.seq);
+  if (ret == GST_FLOW_FLUSHING) {
+    /* our own flush, deactivation or release of this lane: not a result
+     * the branch gave */
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (lane->flushing)
+      ret = GST_FLOW_OK;
+  }
+  if (ret != GST_FLOW_OK) {
+    GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
+    lane_set_result (self, lane, ret);
+    if (ret == GST_FLOW_NOT_LINKED
+        && link_generation != lane->link_generation.load ()) {
+      /* relinked during the push: the link's reset wins */
+      GstFlowReturn expected = GST_FLOW_NOT_LINKED;
+      lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
+      lane_update_eligibility (self, lane);
+    }
+  }
+}
+
 /* The lane's streaming thread: one item per call. The task owns a reference
  * to its lane (see start_lane_task), so a released lane outlives its task. */
 static void
@@ -1008,17 +1142,25 @@ lane_loop (gpointer user_data)
 {
   const LanePtr & lane = *static_cast<LanePtr *> (user_data);
   GstGpuFanOut * self = lane->element;
-  gpufan::Session & session = *self->priv->session;
   QueuedItem item;
 
   {
     std::unique_lock<std::mutex> lk (lane->lock);
-    while (lane->queue.empty () && !lane->flushing)
-      lane->cond.wait_for (lk, kLaneWaitSlice);
+    bool liveness_due = false;
+    while (lane->queue.empty () && !lane->flushing && !liveness_due)
+      lane->cond.wait_for (lk,
+          lane_idle_wait_unlocked (self, lane, &liveness_due));
     if (lane->flushing) {
       lk.unlock ();
       GST_DEBUG_OBJECT (lane->pad, "flushing, pausing lane task");
       gst_pad_pause_task (lane->pad);
+      return;
+    }
+    if (lane->queue.empty ()) {
+      /* idle and stalled: does the branch answer again? */
+      guint64 seq = lane->last_seq;
+      lk.unlock ();
+      push_marker (self, lane, seq);
       return;
     }
     item = std::move (lane->queue.front ());
@@ -1041,51 +1183,10 @@ lane_loop (gpointer user_data)
       gst_pad_push_event (lane->pad, event);
       break;
     }
-    case ItemKind::kScheduledEvent: {
-      session.MarkStarted (lane->id, item.seq);
-      /* a GAP the branch refused is a dropped item, not a lane result */
-      bool ok = !flow_is_fatal (lane->last_ret.load ())
-          && gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()));
-      session.OnPushed (lane->id, item.seq,
-          ok ? gpufan::PushOutcome::kDelivered : gpufan::PushOutcome::kDropped);
+    case ItemKind::kScheduledEvent:
+    case ItemKind::kBuffer:
+      push_scheduled_item (self, lane, item);
       break;
-    }
-    case ItemKind::kBuffer: {
-      session.MarkStarted (lane->id, item.seq);
-      /* a staging copy is part of the lane's work (its service time) */
-      stage_item (lane, item);
-      if (flow_is_fatal (lane->last_ret.load ())) {
-        /* never feed a failed branch; the item counts as failed */
-        session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
-        break;
-      }
-      guint link_generation = lane->link_generation.load ();
-      GstFlowReturn ret
-          = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
-      /* a delivered item a fan-in waits for is completed there */
-      if (!(item.awaited && ret == GST_FLOW_OK))
-        session.OnPushed (lane->id, item.seq, outcome_of (ret));
-      if (ret == GST_FLOW_FLUSHING) {
-        /* our own flush, deactivation or release of this lane: not a result
-         * the branch gave */
-        std::lock_guard<std::mutex> lk (lane->lock);
-        if (lane->flushing)
-          ret = GST_FLOW_OK;
-      }
-      if (ret != GST_FLOW_OK) {
-        GST_DEBUG_OBJECT (lane->pad, "push returned %s",
-            gst_flow_get_name (ret));
-        lane_set_result (self, lane, ret);
-        if (ret == GST_FLOW_NOT_LINKED
-            && link_generation != lane->link_generation.load ()) {
-          /* relinked during the push: the link's reset wins */
-          GstFlowReturn expected = GST_FLOW_NOT_LINKED;
-          lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
-          lane_update_eligibility (self, lane);
-        }
-      }
-      break;
-    }
   }
 
   {
@@ -1273,6 +1374,7 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
     /* a gpufanin asks upstream which lane feeds it */
     gst_gpufan_pair_query_set_session (query, self->priv->session,
         GST_GPUFAN_OUT_PAD (pad)->lane);
+    gst_gpufan_pair_query_set_fanout (query, GST_ELEMENT (self));
     return TRUE;
   }
   if (gst_gpufan_is_cuda_context_query (query))
@@ -1330,11 +1432,19 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
       ret = combine_lane_results (self);
       if (ret != GST_FLOW_OK)
         return ret;
+      std::string why = priv->session->WhyNoLane ();
+      if (!why.empty ()) {
+        GST_ELEMENT_ERROR (self, STREAM, FAILED,
+            ("No lane can take buffers: %s", why.c_str ()), (nullptr));
+        return GST_FLOW_ERROR;
+      }
       /* no lane can take it although none failed: lanes being deactivated
        * (PAUSED->READY stops src pads first) mean FLUSHING, not NOT_LINKED */
       return any_lane_inactive (self) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_LINKED;
     }
 
+    if (d.lanes_joining)
+      reprobe_joining_lanes (self);
     LanePtr lane = find_lane (self, d.lane);
     if (!lane)
       continue; /* released meanwhile; RemoveLane dropped it */
@@ -1467,6 +1577,11 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       for (const LanePtr & lane : snapshot_lanes (self))
         request_probe (self, lane);
       break;
+    case GST_EVENT_EOS:
+      /* the fan-in need not wait forever for a lane's own EOS (a branch
+       * may swallow it) once every item is accounted for */
+      priv->session->EndInput ();
+      break;
     default:
       break;
   }
@@ -1502,7 +1617,9 @@ wait_lanes_drained (GstGpuFanOut * self)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
     std::unique_lock<std::mutex> lk (lane->lock);
-    while (!lane->flushing && (lane->busy || !lane->queue.empty ()))
+    /* a stalled lane's branch may never return what it holds */
+    while (!lane->flushing && (lane->busy || !lane->queue.empty ())
+        && !self->priv->session->IsLaneStalled (lane->id))
       lane->cond.wait_for (lk, kLaneWaitSlice);
   }
   /* a lane being released or deactivated holds nothing any more; only our

@@ -135,6 +135,31 @@ gst_gpufan_event_clear_item (GstEvent * event)
   return event;
 }
 
+/* --- markers --- */
+
+#define MARKER_NAME "GstGpuFanMarker"
+
+GstEvent *
+gst_gpufan_marker_new (guint64 session_id, guint lane, guint64 seq)
+{
+  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM_STICKY,
+      gst_structure_new (MARKER_NAME, "session", G_TYPE_UINT64, session_id,
+          "lane", G_TYPE_UINT, lane, "seq", G_TYPE_UINT64, seq, nullptr));
+}
+
+gboolean
+gst_gpufan_marker_parse (GstEvent * event, guint64 * session_id, guint * lane,
+    guint64 * seq)
+{
+  if (GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM_STICKY)
+    return FALSE;
+  const GstStructure * s = gst_event_get_structure (event);
+  return s && gst_structure_has_name (s, MARKER_NAME)
+      && gst_structure_get_uint64 (s, "session", session_id)
+      && gst_structure_get_uint (s, "lane", lane)
+      && gst_structure_get_uint64 (s, "seq", seq);
+}
+
 /* --- pairing query --- */
 
 #define PAIR_QUERY_NAME "GstGpuFanPair"
@@ -159,7 +184,8 @@ G_DEFINE_BOXED_TYPE (GstGpuFanSessionRef, gst_gpufan_session_ref,
     session_ref_copy, session_ref_free);
 
 GstQuery *
-gst_gpufan_pair_query_new (const SessionRef * session, guint lane)
+gst_gpufan_pair_query_new (const SessionRef * session, guint lane,
+    GstElement * fanout)
 {
   GstStructure * s = gst_structure_new (PAIR_QUERY_NAME, "lane", G_TYPE_UINT,
       lane, "claimed", G_TYPE_BOOLEAN, FALSE, nullptr);
@@ -167,7 +193,27 @@ gst_gpufan_pair_query_new (const SessionRef * session, guint lane)
     gst_structure_set (s, "session", gst_gpufan_session_ref_get_type (),
         session, nullptr);
   }
-  return gst_query_new_custom (GST_QUERY_CUSTOM, s);
+  GstQuery * query = gst_query_new_custom (GST_QUERY_CUSTOM, s);
+  if (fanout)
+    gst_gpufan_pair_query_set_fanout (query, fanout);
+  return query;
+}
+
+void
+gst_gpufan_pair_query_set_fanout (GstQuery * query, GstElement * fanout)
+{
+  gchar * name = gst_object_get_name (GST_OBJECT (fanout));
+  gst_structure_set (gst_query_writable_structure (query), "fanout",
+      G_TYPE_STRING, name, nullptr);
+  g_free (name);
+}
+
+gchar *
+gst_gpufan_pair_query_get_fanout (GstQuery * query)
+{
+  const GstStructure * s = gst_query_get_structure (query);
+  const gchar * name = s ? gst_structure_get_string (s, "fanout") : nullptr;
+  return g_strdup (name ? name : "?");
 }
 
 gboolean
@@ -299,9 +345,33 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
       l.late, "reorder-waits", G_TYPE_UINT64, l.reorder_waits, "queued",
       G_TYPE_UINT, l.queued, "in-flight", G_TYPE_UINT, l.in_flight,
       "service-time", G_TYPE_UINT64, (guint64)MAX (l.service_ns, 0), "fps",
-      G_TYPE_DOUBLE, l.fps, nullptr);
+      G_TYPE_DOUBLE, l.fps, "state", G_TYPE_STRING,
+      gpufan::LaneStateName (l.state), "stalls", G_TYPE_UINT64, l.stalls,
+      "markers", G_TYPE_UINT64, l.markers, nullptr);
+  if (l.state == gpufan::LaneState::kStalled) {
+    gchar * why = gst_gpufan_stall_reason (l);
+    gst_structure_set (s, "stall", G_TYPE_STRING,
+        gpufan::StallKindName (l.stall_kind), "stall-reason", G_TYPE_STRING,
+        why, nullptr);
+    g_free (why);
+  }
   gst_gpufan_device_to_structure (l.device, s);
   return s;
+}
+
+gchar *
+gst_gpufan_stall_reason (const gpufan::LaneStats & l)
+{
+  const gdouble ago = (gdouble)l.stalled_ns / GST_SECOND;
+  if (l.stall_kind == gpufan::StallKind::kBlocked)
+    return g_strdup_printf ("its branch has not returned from the push of "
+                            "item %" G_GUINT64_FORMAT " (stalled %.1f s ago)",
+        l.stalled_seq, ago);
+  return g_strdup_printf ("its branch took item %" G_GUINT64_FORMAT
+                          " and returned nothing since, no buffer, marker or "
+                          "EOS (stalled %.1f s "
+                          "ago)",
+      l.stalled_seq, ago);
 }
 
 static std::mutex decorators_lock;
@@ -351,7 +421,9 @@ gst_gpufan_stats_to_structure (const gpufan::Session & session)
       stats.released, "unmatched", G_TYPE_UINT64, stats.unmatched, "in-flight",
       G_TYPE_UINT, stats.in_flight, "max-in-flight", G_TYPE_UINT,
       stats.max_in_flight, "window-peak", G_TYPE_UINT, stats.window_peak,
-      "elapsed", G_TYPE_UINT64, (guint64)MAX (stats.elapsed_ns, 0), nullptr);
+      "elapsed", G_TYPE_UINT64, (guint64)MAX (stats.elapsed_ns, 0),
+      "input-ended", G_TYPE_BOOLEAN, stats.input_ended, "added-latency",
+      G_TYPE_UINT64, (guint64)MAX (stats.added_latency_ns, 0), nullptr);
   gst_structure_take_value (s, "lanes", &lanes);
   return s;
 }

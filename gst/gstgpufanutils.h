@@ -61,6 +61,16 @@ gboolean gst_gpufan_event_get_item (GstEvent * event, guint64 * session_id,
 /* Returns @event without those fields (made writable if needed). */
 GstEvent * gst_gpufan_event_clear_item (GstEvent * event);
 
+/* Marker (custom downstream sticky event): pushed by a lane worker behind an
+ * item that had not come back when its push returned. When it reaches the
+ * fan-in, every earlier item of that lane that has not come back is proven
+ * dropped (the branch keeps serialized events in order with buffers). Sticky,
+ * so that elements that drop buffers but forward sticky events (valve
+ * drop-mode=forward-sticky-events) forward it; the fan-in consumes it. */
+GstEvent * gst_gpufan_marker_new (guint64 session_id, guint lane, guint64 seq);
+gboolean gst_gpufan_marker_parse (GstEvent * event, guint64 * session_id,
+    guint * lane, guint64 * seq);
+
 /* Pairing query (custom, non-serialized, both directions):
  *  - downstream: gpufanout asks through lane @lane's branch "is a gpufanin at
  *    the end?"; the fan-in copies the session and answers claimed=TRUE.
@@ -68,7 +78,10 @@ GstEvent * gst_gpufan_event_clear_item (GstEvent * event);
  *    pad fills in the session and the lane. */
 GstQuery *
 gst_gpufan_pair_query_new (const std::shared_ptr<gpufan::Session> * session,
-    guint lane);
+    guint lane, GstElement * fanout);
+/* The name of the gpufanout that asked or answered ("?" if none said). */
+void gst_gpufan_pair_query_set_fanout (GstQuery * query, GstElement * fanout);
+gchar * gst_gpufan_pair_query_get_fanout (GstQuery * query);
 gboolean gst_gpufan_is_pair_query (GstQuery * query);
 /* Reads the session and lane; FALSE if the query carries no session. */
 gboolean gst_gpufan_pair_query_parse (GstQuery * query,
@@ -117,5 +130,7 @@ void gst_gpufan_register_lane_decorator (const gpufan::Session * session,
 void gst_gpufan_unregister_lane_decorator (const gpufan::Session * session);
 /* @session's statistics, decorated by its fan-out when it has one. */
 GstStructure * gst_gpufan_stats_to_structure (const gpufan::Session & session);
+/* Why a stalled lane is stalled, for the stats and warnings (g_free). */
+gchar * gst_gpufan_stall_reason (const gpufan::LaneStats & lane);
 GstMessage * gst_gpufan_stats_message_new (GstObject * src,
     const gpufan::Session & session);

@@ -55,6 +55,34 @@ ReorderWindow::ArriveResult ReorderWindow::Arrive(uint64_t seq,
   return ArriveResult::kUnknown;
 }
 
+ReorderWindow::ArriveResult ReorderWindow::InsertArrived(uint64_t seq,
+                                                         uint32_t lane,
+                                                         PayloadPtr payload) {
+  if (any_released_ && seq < released_through_)
+    return ArriveResult::kLate;
+  auto it = LowerBound(slots_, seq);
+  if (it != slots_.end() && it->seq == seq)
+    return Arrive(seq, std::move(payload));
+  Slot slot;
+  slot.seq = seq;
+  slot.lane = lane;
+  slot.state = SlotState::kArrived;
+  slot.awaited = false;
+  slot.payloads.push_back(std::move(payload));
+  // Attachments placed at or before it precede it; later ones follow it.
+  if (it == slots_.end()) {
+    MoveAttachedUpTo(trailing_, seq, slot.before);
+  } else {
+    MoveAttachedUpTo(it->before, seq, slot.before);
+    // A new head takes over the stall clock of the old one.
+    slot.since_ns = it->since_ns;
+  }
+  slots_.insert(it, std::move(slot));
+  inserted_++;
+  peak_ = std::max(peak_, slots_.size());
+  return ArriveResult::kStored;
+}
+
 bool ReorderWindow::Drop(uint64_t seq) {
   Slot *slot = Find(seq);
   if (!slot || slot->state != SlotState::kPending)
@@ -63,12 +91,42 @@ bool ReorderWindow::Drop(uint64_t seq) {
   return true;
 }
 
+bool ReorderWindow::Expire(uint64_t seq) {
+  Slot *slot = Find(seq);
+  if (!slot || slot->state != SlotState::kPending)
+    return false;
+  slot->state = SlotState::kExpired;
+  return true;
+}
+
 void ReorderWindow::AttachBefore(uint64_t seq, PayloadPtr payload) {
   auto it = LowerBound(slots_, seq);
   if (it == slots_.end())
-    trailing_.push_back(std::move(payload));
+    trailing_.push_back(Attached{std::move(payload), seq});
   else
-    it->before.push_back(std::move(payload));
+    it->before.push_back(Attached{std::move(payload), seq});
+}
+
+void ReorderWindow::MoveAttachedUpTo(std::vector<Attached>& from, uint64_t seq,
+                                     std::vector<Attached>& to) {
+  auto keep =
+      std::stable_partition(from.begin(), from.end(),
+                            [seq](const Attached& a) { return a.pos <= seq; });
+  for (auto it = from.begin(); it != keep; ++it)
+    to.push_back(std::move(*it));
+  from.erase(from.begin(), keep);
+}
+
+void ReorderWindow::ReleaseAttached(std::vector<Attached>& attached,
+                                    uint64_t seq, std::vector<Released>& out) {
+  for (Attached& a : attached) {
+    out.push_back(Released{std::move(a.payload), seq, kNoLane});
+    if (a.pos > 0 && (!any_released_ || a.pos > released_through_)) {
+      released_through_ = a.pos;
+      any_released_ = true;
+    }
+  }
+  attached.clear();
 }
 
 size_t ReorderWindow::PopSettled(std::vector<Released>& out, int64_t now_ns) {
@@ -76,29 +134,27 @@ size_t ReorderWindow::PopSettled(std::vector<Released>& out, int64_t now_ns) {
   while (!slots_.empty()) {
     Slot& head = slots_.front();
     // Whatever precedes the head may always leave, settled or not.
-    for (PayloadPtr& p : head.before)
-      out.push_back(Released{std::move(p), head.seq, kNoLane});
-    head.before.clear();
+    ReleaseAttached(head.before, head.seq, out);
     if (head.state == SlotState::kPending)
       break;
     if (head.payloads.empty()) {
       // Dropped or expired: one empty entry so that the caller can count it.
       out.push_back(Released{nullptr, head.seq, head.lane});
     } else {
+      const uint32_t lane = head.awaited ? head.lane : kNoLane;
       for (PayloadPtr& p : head.payloads)
-        out.push_back(Released{std::move(p), head.seq, head.lane});
+        out.push_back(Released{std::move(p), head.seq, lane});
     }
     released_through_ = head.seq + 1;
     any_released_ = true;
+    if (!head.awaited)
+      inserted_--;
     slots_.pop_front();
     if (!slots_.empty())
       slots_.front().since_ns = std::max(slots_.front().since_ns, now_ns);
   }
-  if (slots_.empty() && !trailing_.empty()) {
-    for (PayloadPtr& p : trailing_)
-      out.push_back(Released{std::move(p), released_through_, kNoLane});
-    trailing_.clear();
-  }
+  if (slots_.empty() && !trailing_.empty())
+    ReleaseAttached(trailing_, released_through_, out);
   return out.size() - start;
 }
 
@@ -119,10 +175,7 @@ int64_t ReorderWindow::head_since_ns() const {
 }
 
 bool ReorderWindow::ExpireHead() {
-  if (!HeadPending())
-    return false;
-  slots_.front().state = SlotState::kExpired;
-  return true;
+  return !slots_.empty() && Expire(slots_.front().seq);
 }
 
 bool ReorderWindow::IsOpen(uint64_t seq) const {
@@ -153,6 +206,7 @@ void ReorderWindow::Clear() {
   }
   slots_.clear();
   trailing_.clear();
+  inserted_ = 0;
 }
 
 }  // namespace gpufan

@@ -19,6 +19,10 @@ constexpr std::chrono::milliseconds kAdmitRecheck{100};
 constexpr int64_t kMaxOutputWaitNs = 3600LL * 1'000'000'000LL;
 constexpr size_t kEventPositionsKept = 64;
 constexpr size_t kExpiredKept = 32;
+// AddedLatencyNs looks at the arrivals of the current and the previous run
+// of this many: recent enough to follow the lanes, long enough to see a slow
+// lane's items among fast ones.
+constexpr uint32_t kSojournRun = 128;
 
 SessionConfig Sanitized(SessionConfig config) {
   config.lane_queue_size = std::max<uint32_t>(1, config.lane_queue_size);
@@ -33,6 +37,32 @@ void DecrementInFlight(uint32_t& in_flight) {
 }
 
 }  // namespace
+
+const char *LaneStateName(LaneState state) {
+  switch (state) {
+    case LaneState::kActive:
+      return "active";
+    case LaneState::kInactive:
+      return "inactive";
+    case LaneState::kJoining:
+      return "joining";
+    case LaneState::kStalled:
+      return "stalled";
+  }
+  return "?";
+}
+
+const char *StallKindName(StallKind kind) {
+  switch (kind) {
+    case StallKind::kNone:
+      return "none";
+    case StallKind::kBlocked:
+      return "blocked";
+    case StallKind::kSilent:
+      return "silent";
+  }
+  return "?";
+}
 
 std::shared_ptr<Session> Session::Create(SessionConfig config,
                                          std::shared_ptr<Clock> clock) {
@@ -182,7 +212,8 @@ void Session::SetLaneWeight(uint32_t lane, double weight) {
 
 void Session::SetLaneDevice(uint32_t lane, const Device& device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (Lane *l = FindLaneUnlocked(lane)) l->device = device;
+  if (Lane *l = FindLaneUnlocked(lane))
+    l->device = device;
 }
 
 void Session::SetLaneEligible(uint32_t lane, bool eligible) {
@@ -206,6 +237,80 @@ bool Session::IsLaneClaimed(uint32_t lane) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = lanes_.find(lane);
   return it != lanes_.end() && it->second.claimed;
+}
+
+bool Session::IsLaneStalled(uint32_t lane) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = lanes_.find(lane);
+  return it != lanes_.end() && it->second.stalled;
+}
+
+std::string Session::WhyNoLane() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool any_eligible = false, any_weight = false;
+  for (const auto& [id, l] : lanes_) {
+    if (!l.eligible)
+      continue;
+    any_eligible = true;
+    any_weight |= l.weight > 0.0;
+  }
+  if (any_eligible && !any_weight && config_.policy == Policy::kWeighted)
+    return "policy=weighted, and every linked lane has weight 0 (a src pad's "
+           "weight property must be above 0)";
+  return {};
+}
+
+bool Session::AnyClaimedUnlocked() const {
+  for (const auto& [id, l] : lanes_)
+    if (l.claimed && l.eligible)
+      return true;
+  return false;
+}
+
+LaneState Session::StateOfUnlocked(const Lane& lane, bool any_claimed) {
+  if (!lane.eligible)
+    return LaneState::kInactive;
+  if (lane.stalled)
+    return LaneState::kStalled;
+  if (!lane.claimed && any_claimed)
+    return LaneState::kJoining;
+  return LaneState::kActive;
+}
+
+// The lanes the scheduler may pick, in lanes_ order: the active ones; while
+// there are none, the joining ones (a fan-in whose lanes all went away must
+// not stop the stream: their items are placed in turn or dropped as late,
+// never released ahead of older ones); while there are none of those either,
+// the stalled ones (one lane that is merely slow must not fail the stream).
+void Session::SchedulableUnlocked(std::vector<bool> *schedulable,
+                                  bool *joining) {
+  // Higher is picked first; inactive lanes never.
+  auto rank = [](LaneState state) {
+    switch (state) {
+      case LaneState::kActive:
+        return 3;
+      case LaneState::kJoining:
+        return 2;
+      case LaneState::kStalled:
+        return 1;
+      case LaneState::kInactive:
+        break;
+    }
+    return 0;
+  };
+  const bool any_claimed = AnyClaimedUnlocked();
+  lane_ranks_.clear();
+  int best = 0;
+  *joining = false;
+  for (const auto& [id, l] : lanes_) {
+    const LaneState state = StateOfUnlocked(l, any_claimed);
+    *joining |= state == LaneState::kJoining;
+    lane_ranks_.push_back(rank(state));
+    best = std::max(best, lane_ranks_.back());
+  }
+  schedulable->clear();
+  for (int r : lane_ranks_)
+    schedulable->push_back(best > 0 && r == best);
 }
 
 Session::Lane *Session::FindLaneUnlocked(uint32_t lane) {
@@ -275,10 +380,10 @@ std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
 std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
                                                      bool *no_lanes) {
   *no_lanes = false;
-  const bool any_eligible =
-      std::any_of(lanes_.begin(), lanes_.end(),
-                  [](const auto& kv) { return kv.second.eligible; });
-  if (!any_eligible) {
+  bool joining = false;
+  SchedulableUnlocked(&schedulable_, &joining);
+  if (std::none_of(schedulable_.begin(), schedulable_.end(),
+                   [](bool b) { return b; })) {
     *no_lanes = true;
     return std::nullopt;
   }
@@ -292,14 +397,17 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     const std::optional<uint32_t> probe = ProbeLaneUnlocked();
     if (!probe)
       return std::nullopt;
-    return RecordDispatchUnlocked(*probe, pts_ns, now);
+    Dispatch d = RecordDispatchUnlocked(*probe, pts_ns, now);
+    d.lanes_joining = joining;
+    return d;
   }
 
   loads_.clear();
+  size_t index = 0;
   for (const auto& [id, l] : lanes_) {
     LaneLoad load;
     load.lane = id;
-    load.eligible = l.eligible;
+    load.eligible = schedulable_[index++];
     load.has_room = l.queued < config_.lane_queue_size;
     load.outstanding = static_cast<uint32_t>(l.outstanding.size());
     load.weight = l.weight;
@@ -318,7 +426,9 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
   }
   if (pick.status == PickStatus::kWait)
     return std::nullopt;
-  return RecordDispatchUnlocked(pick.lane, pts_ns, now);
+  Dispatch d = RecordDispatchUnlocked(pick.lane, pts_ns, now);
+  d.lanes_joining = joining;
+  return d;
 }
 
 std::optional<uint32_t> Session::ProbeLaneUnlocked() {
@@ -332,7 +442,7 @@ std::optional<uint32_t> Session::ProbeLaneUnlocked() {
     return std::nullopt;
   const uint64_t head = window_.head_seq();
   Lane *l = FindLaneUnlocked(window_.head_lane());
-  if (!l || !l->eligible || l->queued > 0 ||
+  if (!l || !l->eligible || l->stalled || l->queued > 0 ||
       l->outstanding.size() > config_.lane_queue_size ||
       (config_.policy == Policy::kWeighted && !(l->weight > 0.0)))
     return std::nullopt;
@@ -367,36 +477,54 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   return Dispatch{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
 }
 
-void Session::MarkStarted(uint32_t lane, uint64_t seq) {
+bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
   std::unique_lock<std::mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
-    return;
+    return false;
   // `queued` mirrors the lane worker's queue, which this item just left, even
   // when the session has already given up on the item (stall, flush).
   if (l->queued > 0)
     l->queued--;
   auto it = FindOutstandingUnlocked(*l, seq);
-  if (it != l->outstanding.end())
+  const bool tracked = it != l->outstanding.end();
+  if (tracked) {
     it->started_ns = clock_->NowNs();
+    l->in_push = true;
+    l->pushing_seq = seq;
+    l->push_ns = it->started_ns;
+  }
   const bool notify = ClaimAdmitNotifyUnlocked();
   lock.unlock();
   if (notify)
     admit_cv_.notify_all();
+  return tracked;
 }
 
-void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
+bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
   std::lock_guard<std::mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
-    return;
+    return false;
+  if (l->in_push && l->pushing_seq == seq)
+    l->in_push = false;
   auto it = FindOutstandingUnlocked(*l, seq);
-  // Gone already: it arrived, expired, or the lane was reset.
-  if (it == l->outstanding.end())
-    return;
-  // The fan-in completes delivered items it waits for.
-  if (it->awaited && outcome == PushOutcome::kDelivered)
-    return;
+  // Gone already: it arrived, expired, or the lane was reset. A stalled
+  // lane's worker that got out of its push shows whether the branch answers
+  // again.
+  if (it == l->outstanding.end()) {
+    if (l->stalled && l->claimed && outcome == PushOutcome::kDelivered) {
+      l->counters.markers++;
+      return true;
+    }
+    return false;
+  }
+  // The fan-in completes delivered items it waits for; until then a marker
+  // behind it proves it dropped if the branch drops it.
+  if (it->awaited && outcome == PushOutcome::kDelivered) {
+    l->counters.markers++;
+    return true;
+  }
   const Outstanding item = *it;
   l->outstanding.erase(it);
   if (outcome == PushOutcome::kDelivered)
@@ -404,6 +532,22 @@ void Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
   else
     DropOutstandingUnlocked(*l, item, outcome == PushOutcome::kFailed);
   NotifyAllUnlocked();
+  return false;
+}
+
+void Session::EndInput() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (input_ended_)
+    return;
+  input_ended_ = true;
+  input_ended_ns_ = clock_->NowNs();
+  UpdateAccountedUnlocked(input_ended_ns_);
+  NotifyAllUnlocked();
+}
+
+bool Session::input_ended() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return input_ended_;
 }
 
 uint64_t Session::MarkEventPosition(uint32_t event_key) {
@@ -443,6 +587,10 @@ ReadyBatch Session::ArriveAndTakeReady(uint32_t lane,
   // block on the lock at once otherwise.
   defer_admit_notify_ = true;
   *arrival = ArriveUnlocked(lane, seq, pts_ns, std::move(payload), false);
+  return TakeReadyAndUnlock(lock);
+}
+
+ReadyBatch Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock) {
   ReadyBatch batch = TakeReadyUnlocked();
   defer_admit_notify_ = false;
   const bool notify = admit_notify_deferred_;
@@ -459,6 +607,7 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
   Lane *l = FindLaneUnlocked(lane);
 
   if (l) {
+    HeardFromUnlocked(*l);
     auto& fifo = l->outstanding;
     auto match = fifo.end();
     if (seq) {
@@ -491,26 +640,24 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
       for (auto it = fifo.begin(); it != match; ++it)
         DropOutstandingUnlocked(*l, *it, false);
       fifo.erase(fifo.begin(), match + 1);
-      CompleteUnlocked(*l, item, clock_->NowNs());
+      const int64_t now = clock_->NowNs();
+      CompleteUnlocked(*l, item, now);
       if (item.awaited) {
+        RecordSojournUnlocked(now - item.dispatched_ns);
         window_.Arrive(item.seq, std::move(payload));
         if (window_.HeadPending() && window_.head_seq() != item.seq)
           l->counters.reorder_waits++;
-      } else {
-        // Nobody kept its place: it cannot be ordered, so it leaves now.
-        window_.AttachBefore(0, std::move(payload));
+      } else if (window_.InsertArrived(item.seq, lane, std::move(payload)) ==
+                 ReorderWindow::ArriveResult::kLate) {
+        // Nobody kept its place, and the output has moved past it.
+        l->counters.late++;
+        return Arrival{ArrivalStatus::kLate, item.seq};
       }
       if (wake_output)
         NotifyAllUnlocked();
       else
         NotifyAdmitUnlocked();
       return Arrival{ArrivalStatus::kAccepted, item.seq};
-    }
-    if (seq && (!l->claimed || *seq < l->claimed_from_seq)) {
-      // Dispatched before the lane was claimed, and completed at OnPushed.
-      window_.AttachBefore(0, std::move(payload));
-      NotifyAllUnlocked();
-      return Arrival{ArrivalStatus::kAccepted, *seq};
     }
   }
 
@@ -526,10 +673,18 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
       l->counters.late++;
     return Arrival{ArrivalStatus::kLate, *seq};
   }
-  if (seq && window_.IsReleased(*seq)) {
-    if (l)
-      l->counters.late++;
-    return Arrival{ArrivalStatus::kLate, *seq};
+  if (seq && *seq < next_seq_) {
+    // Nobody opened its slot: it was dispatched before its lane was claimed
+    // (and completed at OnPushed), or its lane went away. It leaves in its
+    // turn, or not at all once the output has moved past it.
+    if (window_.InsertArrived(*seq, lane, std::move(payload)) ==
+        ReorderWindow::ArriveResult::kLate) {
+      if (l)
+        l->counters.late++;
+      return Arrival{ArrivalStatus::kLate, *seq};
+    }
+    NotifyAllUnlocked();
+    return Arrival{ArrivalStatus::kAccepted, *seq};
   }
 
   // No way to tell which item it was: it leaves with the next release.
@@ -539,9 +694,48 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
   return Arrival{ArrivalStatus::kUnmatched, seq.value_or(0)};
 }
 
+void Session::ProveLane(uint32_t lane, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ProveLaneUnlocked(lane, seq);
+  NotifyAllUnlocked();
+}
+
+ReadyBatch Session::ProveLaneAndTakeReady(uint32_t lane, uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  defer_admit_notify_ = true;
+  ProveLaneUnlocked(lane, seq);
+  NotifyAdmitUnlocked();
+  return TakeReadyAndUnlock(lock);
+}
+
+void Session::ProveLaneUnlocked(uint32_t lane, uint64_t seq) {
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  HeardFromUnlocked(*l);
+  // The marker followed item `seq` on the FIFO lane: what was pushed before
+  // it and is still outstanding was dropped by the branch.
+  auto& fifo = l->outstanding;
+  auto end = std::find_if(fifo.begin(), fifo.end(),
+                          [seq](const Outstanding& o) { return o.seq > seq; });
+  for (auto it = fifo.begin(); it != end; ++it)
+    DropOutstandingUnlocked(*l, *it, false);
+  fifo.erase(fifo.begin(), end);
+}
+
+void Session::HeardFromUnlocked(Lane& lane) {
+  if (!lane.stalled)
+    return;
+  // Something came back: the lane answers again.
+  lane.stalled = false;
+  lane.stall_kind = StallKind::kNone;
+  NotifyAllUnlocked();
+}
+
 void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {
   std::lock_guard<std::mutex> lock(mutex_);
-  window_.AttachBefore(seq, std::move(payload));
+  // "After everything in flight" is the next item's place.
+  window_.AttachBefore(std::min(seq, next_seq_), std::move(payload));
   NotifyAllUnlocked();
 }
 
@@ -583,8 +777,9 @@ ReadyBatch Session::TakeReady() {
 ReadyBatch Session::TakeReadyUnlocked() {
   const int64_t now = clock_->NowNs();
   ReadyBatch batch;
-  ExpireStalledHeadUnlocked(now);
-  window_.PopSettled(batch.items, now);
+  do {
+    window_.PopSettled(batch.items, now);
+  } while (ExpireStalledHeadUnlocked(now));
   // Several payloads may share one seq: an item leaves (and stops counting as
   // in flight) once, however many buffers it became.
   bool counted_any = false;
@@ -599,6 +794,8 @@ ReadyBatch Session::TakeReadyUnlocked() {
   }
   if (counted_any)
     NotifyAdmitUnlocked();
+  UpdateAccountedUnlocked(now);
+  CheckLatencyUnlocked(&batch);
   batch.generation = generation_;
   return batch;
 }
@@ -638,6 +835,22 @@ bool Session::WindowEmpty() const {
   return window_.empty();
 }
 
+int64_t Session::AccountedForSinceNs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return accounted_since_ns_;
+}
+
+int64_t Session::AddedLatencyNs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return AddedLatencyUnlocked();
+}
+
+void Session::MarkLatencyReported(int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  latency_reported_ns_ = ns;
+  latency_announced_ = false;
+}
+
 bool Session::HoldsArrivedFrom(uint32_t lane) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return window_.HoldsArrivedFrom(lane);
@@ -665,8 +878,15 @@ void Session::Reset() {
     l.queued = 0;
     // Idle time across the flush is not service time.
     l.last_completion_ns = kNoTime;
+    // A flush unblocks branches: every lane gets a fresh start.
+    l.in_push = false;
+    l.stalled = false;
+    l.stall_kind = StallKind::kNone;
   }
   in_flight_ = 0;
+  input_ended_ = false;
+  input_ended_ns_ = kNoTime;
+  accounted_since_ns_ = kNoTime;
   NotifyAllUnlocked();
 }
 
@@ -679,8 +899,12 @@ SessionStats Session::Stats() const {
   stats.unmatched = unmatched_;
   stats.in_flight = in_flight_;
   stats.max_in_flight = EffectiveMaxInFlightUnlocked();
-  stats.window_occupancy = static_cast<uint32_t>(window_.occupancy());
+  stats.window_occupancy = static_cast<uint32_t>(window_.awaited_occupancy());
   stats.window_peak = static_cast<uint32_t>(window_.peak_occupancy());
+  stats.input_ended = input_ended_;
+  stats.added_latency_ns = AddedLatencyUnlocked();
+  const bool any_claimed = AnyClaimedUnlocked();
+  const int64_t now = clock_->NowNs();
   stats.elapsed_ns =
       first_dispatch_ns_ == kNoTime ? 0 : clock_->NowNs() - first_dispatch_ns_;
   const double seconds = static_cast<double>(stats.elapsed_ns) / 1e9;
@@ -691,6 +915,12 @@ SessionStats Session::Stats() const {
     s.weight = l.weight;
     s.eligible = l.eligible;
     s.claimed = l.claimed;
+    s.state = StateOfUnlocked(l, any_claimed);
+    if (l.stalled) {
+      s.stall_kind = l.stall_kind;
+      s.stalled_seq = l.stalled_seq;
+      s.stalled_ns = now - l.stalled_ns;
+    }
     s.queued = l.queued;
     s.in_flight = static_cast<uint32_t>(l.outstanding.size());
     s.service_ns = l.service.EstimateNs();
@@ -732,19 +962,29 @@ void Session::DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
     DecrementInFlight(in_flight_);
 }
 
-void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
-  if (!window_.HeadPending() ||
-      now_ns - window_.head_since_ns() < config_.stall_timeout_ns)
-    return;
+// A head that waited stall-timeout is given up, and its lane is stalled. A
+// later item of a lane that is still stalled (nothing came back from it
+// since) is given up as soon as it becomes the head: the lane is FIFO, so it
+// is stuck behind the one given up, and waiting stall-timeout for each of
+// them would cost as many timeouts as the lane had items out.
+bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
+  if (!window_.HeadPending())
+    return false;
   const uint64_t seq = window_.head_seq();
   Lane *l = FindLaneUnlocked(window_.head_lane());
+  const bool lane_stalled = l && l->stalled;
+  if (!lane_stalled &&
+      now_ns - window_.head_since_ns() < config_.stall_timeout_ns)
+    return false;
   window_.ExpireHead();
   if (!l)
-    return;
+    return true;
   l->counters.timed_out++;
+  if (!lane_stalled)
+    StallLaneUnlocked(*l, seq, now_ns);
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it == l->outstanding.end())
-    return;
+    return true;
   // If it still comes back without its meta, its pts is all that tells it
   // from the lane's next item.
   if (it->pts_ns != kNoTime) {
@@ -753,6 +993,54 @@ void Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
       l->expired.pop_front();
   }
   l->outstanding.erase(it);
+  return true;
+}
+
+// Nothing came back from the lane while one of its items was the head for
+// stall-timeout: it gets no new items while another lane can take them,
+// until anything comes back from it (HeardFromUnlocked).
+void Session::StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns) {
+  lane.counters.stalls++;
+  lane.stalled = true;
+  lane.stall_kind = lane.in_push ? StallKind::kBlocked : StallKind::kSilent;
+  lane.stalled_seq = lane.in_push ? lane.pushing_seq : head_seq;
+  lane.stalled_ns = now_ns;
+  NotifyAllUnlocked();
+}
+
+void Session::RecordSojournUnlocked(int64_t ns) {
+  sojourn_max_ = std::max(sojourn_max_, ns);
+  if (++sojourn_count_ >= kSojournRun) {
+    sojourn_max_prev_ = sojourn_max_;
+    sojourn_max_ = 0;
+    sojourn_count_ = 0;
+  }
+}
+
+int64_t Session::AddedLatencyUnlocked() const {
+  return std::min(std::max(sojourn_max_, sojourn_max_prev_),
+                  config_.stall_timeout_ns);
+}
+
+void Session::CheckLatencyUnlocked(ReadyBatch *batch) {
+  if (latency_announced_)
+    return;
+  // Small changes are not worth a pipeline-wide latency recalculation.
+  const int64_t margin =
+      std::max<int64_t>(1'000'000, latency_reported_ns_ / 10);
+  if (AddedLatencyUnlocked() > latency_reported_ns_ + margin) {
+    latency_announced_ = true;
+    batch->latency_grew = true;
+  }
+}
+
+void Session::UpdateAccountedUnlocked(int64_t now_ns) {
+  if (!input_ended_ || !window_.empty() || accounted_since_ns_ != kNoTime)
+    return;
+  accounted_since_ns_ = now_ns;
+  // The fan-in's output task decides on EOS from here on.
+  generation_++;
+  NotifyOutputUnlocked();
 }
 
 // A notification reaches the waiters once, however many events come before

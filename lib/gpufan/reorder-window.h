@@ -18,9 +18,11 @@ constexpr uint32_t kNoLane = UINT32_MAX;
 
 // One released entry, in output order.
 struct Released {
-  PayloadPtr payload;       // null for an item that was dropped or expired
-  uint64_t seq = 0;         // the slot's sequence number
-  uint32_t lane = kNoLane;  // kNoLane for attachments (events)
+  PayloadPtr payload;  // null for an item that was dropped or expired
+  uint64_t seq = 0;    // the slot's sequence number
+  // kNoLane for attachments (events) and for items nobody waited for
+  // (InsertArrived): only awaited items count as leaving the in-flight set.
+  uint32_t lane = kNoLane;
 };
 
 // Not thread-safe: owned and locked by Session.
@@ -45,9 +47,18 @@ class GPUFAN_API ReorderWindow {
   // The item came back. Several payloads for one seq are kept in arrival order.
   ArriveResult Arrive(uint64_t seq, PayloadPtr payload);
 
+  // An item that nobody opened a slot for (its lane was not claimed when it
+  // was dispatched) came back with its seq: it takes its place in the order
+  // if the window has not moved past it (kStored), else kLate. It never
+  // leaves ahead of an older item.
+  ArriveResult InsertArrived(uint64_t seq, uint32_t lane, PayloadPtr payload);
+
   // The lane proved the item gone (a later item came on the same FIFO lane,
   // or the lane ended). Returns false if the slot is not pending.
   bool Drop(uint64_t seq);
+  // Gives up on a pending slot anywhere in the window (its lane stalled).
+  // Returns false if the slot is not pending.
+  bool Expire(uint64_t seq);
 
   // Attaches `payload` so that it leaves right before slot `seq` (or the first
   // slot after it); when no such slot is open, it leaves once every open slot
@@ -72,6 +83,9 @@ class GPUFAN_API ReorderWindow {
   bool ExpireHead();
 
   size_t occupancy() const { return slots_.size(); }
+  // Slots of items that were in flight (opened at dispatch), not counting
+  // the ones InsertArrived placed.
+  size_t awaited_occupancy() const { return slots_.size() - inserted_; }
   size_t peak_occupancy() const { return peak_; }
   // True while the slot for `seq` is in the window (pending or settled).
   bool IsOpen(uint64_t seq) const;
@@ -86,22 +100,35 @@ class GPUFAN_API ReorderWindow {
 
  private:
   enum class SlotState { kPending, kArrived, kDropped, kExpired };
+  // An attachment and its place: it goes out right before item `pos`, so
+  // once it is out every item below `pos` is late.
+  struct Attached {
+    PayloadPtr payload;
+    uint64_t pos = 0;
+  };
+  // Moves the attachments of `from` placed at or before `seq` to `to`.
+  static void MoveAttachedUpTo(std::vector<Attached>& from, uint64_t seq,
+                               std::vector<Attached>& to);
+  void ReleaseAttached(std::vector<Attached>& attached, uint64_t seq,
+                       std::vector<Released>& out);
   struct Slot {
     uint64_t seq = 0;
     uint32_t lane = kNoLane;
     SlotState state = SlotState::kPending;
     int64_t since_ns = 0;
-    std::vector<PayloadPtr> before;    // attachments that precede this slot
+    std::vector<Attached> before;      // attachments that precede this slot
     std::vector<PayloadPtr> payloads;  // what came back for it
+    bool awaited = true;  // opened at dispatch (false: InsertArrived)
   };
 
   Slot *Find(uint64_t seq);
 
   std::deque<Slot> slots_;
-  std::vector<PayloadPtr> trailing_;  // attachments after every open slot
-  uint64_t released_through_ = 0;     // every seq < this has left
+  std::vector<Attached> trailing_;  // attachments after every open slot
+  uint64_t released_through_ = 0;   // every seq < this has left
   bool any_released_ = false;
   size_t peak_ = 0;
+  size_t inserted_ = 0;  // slots placed by InsertArrived, still held
 };
 
 }  // namespace gpufan

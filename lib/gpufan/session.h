@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,9 @@ struct Dispatch {
   uint32_t lane = kNoLane;
   uint64_t seq = 0;
   bool awaited = false;  // a fan-in waits for this item (the lane is claimed)
+  // Some eligible lane is joining (a fan-in claimed other lanes, not this
+  // one yet): the fan-out should probe its branch again.
+  bool lanes_joining = false;
 };
 
 enum class PushOutcome {
@@ -95,6 +99,9 @@ struct Arrival {
 struct ReadyBatch {
   std::vector<Released> items;  // in output order
   uint64_t generation = 0;      // pass to WaitOutput
+  // AddedLatencyNs() grew past what was last reported (MarkLatencyReported):
+  // the fan-in should tell the pipeline (once until the next report).
+  bool latency_grew = false;
 };
 
 class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
@@ -136,6 +143,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // stopped): its outstanding items count as dropped and later ones are not
   // awaited until the lane is claimed again.
   void UnclaimLane(uint32_t lane);
+  // The lane is stalled: an item of it was the window's head for
+  // stall-timeout without coming back (see LaneState::kStalled).
+  bool IsLaneStalled(uint32_t lane) const;
+  // Why no lane can take an item, for an error message; empty when the
+  // reason is only that no lane is linked and active.
+  std::string WhyNoLane() const;
 
   // --- fan-out side ---
   // Waits (flush-aware) until the in-flight limit and a lane's queue allow one
@@ -145,9 +158,19 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Like DispatchItem but never waits: std::nullopt when it would have to.
   std::optional<Dispatch> TryDispatchItem(int64_t pts_ns);
   // The lane worker takes the item out of its queue and starts pushing it.
-  void MarkStarted(uint32_t lane, uint64_t seq);
-  // The push into the branch returned. Completes unawaited items.
-  void OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
+  // False when the item is no longer awaited or tracked (its lane stalled and
+  // it was given up, or a flush forgot it): the worker drops it unpushed.
+  bool MarkStarted(uint32_t lane, uint64_t seq);
+  // The push into the branch returned. Completes unawaited items. True when
+  // the worker should push a marker behind the item (ProveLane): it is
+  // awaited and has not come back yet, or the lane is stalled and a marker
+  // that comes back shows it alive again.
+  bool OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
+  // The fan-out's input ended (EOS went into every lane): once every item
+  // is accounted for, the fan-in need not wait longer than stall-timeout for
+  // the lanes' own EOS (AccountedForSinceNs).
+  void EndInput();
+  bool input_ended() const;
   // Serialized events: the fan-out records where in the item sequence an event
   // (identified by its seqnum) happened, the fan-in places it there.
   uint64_t MarkEventPosition(uint32_t event_key);
@@ -168,6 +191,13 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ReadyBatch ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
                                 int64_t pts_ns, PayloadPtr payload,
                                 Arrival *arrival);
+  // A marker the lane worker pushed behind item `seq` came out of the
+  // lane's branch: every item of the lane up to `seq` that has not come back
+  // never will (the branch keeps serialized events in order with buffers).
+  // Shows the lane alive (a stalled lane is scheduled again).
+  void ProveLane(uint32_t lane, uint64_t seq);
+  // ProveLane() and TakeReady() under one lock (see ArriveAndTakeReady).
+  ReadyBatch ProveLaneAndTakeReady(uint32_t lane, uint64_t seq);
   // Attaches a payload (an event) to leave right before item `seq`.
   void AttachBefore(uint64_t seq, PayloadPtr payload);
   // The lane ended (EOS): its outstanding items are gone.
@@ -181,6 +211,17 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void WakeOutput();
   // True when nothing awaited is in the window.
   bool WindowEmpty() const;
+  // Since when every item is accounted for (delivered, proven dropped or
+  // given up) after the input ended; kNoTime while that is not so.
+  int64_t AccountedForSinceNs() const;
+  // What ordering adds to the pipeline's latency: the longest time an item
+  // recently spent between its dispatch and its arrival at the fan-in (an
+  // item leaves at the latest when every earlier one arrived, and earlier
+  // ones were dispatched earlier). At most stall-timeout. 0 before anything
+  // came back.
+  int64_t AddedLatencyNs() const;
+  // The fan-in answered a latency query with `ns`.
+  void MarkLatencyReported(int64_t ns);
   // True while something that came back on `lane` waits in the window (a
   // serialized query on that lane must not overtake it).
   bool HoldsArrivedFrom(uint32_t lane) const;
@@ -208,6 +249,15 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     double weight = 1.0;
     bool eligible = true;
     bool claimed = false;
+    // The worker is inside the push of item `pushing_seq` (since push_ns).
+    bool in_push = false;
+    uint64_t pushing_seq = 0;
+    int64_t push_ns = kNoTime;
+    // Stalled (LaneState::kStalled): why and since when.
+    bool stalled = false;
+    StallKind stall_kind = StallKind::kNone;
+    uint64_t stalled_seq = 0;
+    int64_t stalled_ns = kNoTime;
     uint64_t claimed_from_seq = 0;  // items below it were dispatched unawaited
     std::deque<Outstanding> outstanding;  // FIFO, oldest first
     // (pts, seq) of recent stall expiries: recognized without their meta.
@@ -224,11 +274,25 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Arrival ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
                          int64_t pts_ns, PayloadPtr payload, bool wake_output);
   ReadyBatch TakeReadyUnlocked();
+  // TakeReadyUnlocked, then unlocks and sends the admission notification
+  // that defer_admit_notify_ held back.
+  ReadyBatch TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock);
   std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool *no_lanes);
   std::optional<uint32_t> ProbeLaneUnlocked();
   std::chrono::nanoseconds AdmitWaitUnlocked() const;
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
                                   int64_t now_ns);
+  // Which lanes the scheduler may pick now (LaneState, tiers: see .cpp).
+  void SchedulableUnlocked(std::vector<bool> *schedulable, bool *joining);
+  static LaneState StateOfUnlocked(const Lane& lane, bool any_claimed);
+  bool AnyClaimedUnlocked() const;
+  void ProveLaneUnlocked(uint32_t lane, uint64_t seq);
+  void HeardFromUnlocked(Lane& lane);
+  void StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns);
+  void RecordSojournUnlocked(int64_t ns);
+  int64_t AddedLatencyUnlocked() const;
+  void CheckLatencyUnlocked(ReadyBatch *batch);
+  void UpdateAccountedUnlocked(int64_t now_ns);
   uint32_t EffectiveMaxInFlightUnlocked() const;
   void UpdateSpreadAllowanceUnlocked();
   Lane *FindLaneUnlocked(uint32_t lane);
@@ -238,7 +302,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void DropAllOutstandingUnlocked(Lane& lane);
   static std::deque<Outstanding>::iterator FindOutstandingUnlocked(
       Lane& lane, uint64_t seq);
-  void ExpireStalledHeadUnlocked(int64_t now_ns);
+  bool ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
   void NotifyAdmitUnlocked();
   // True (and from then on notified) if a waiter has to be woken: the caller
@@ -268,6 +332,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   SessionConfig config_;
   Scheduler scheduler_;
   std::vector<LaneLoad> loads_;  // reused by every dispatch
+  std::vector<int> lane_ranks_;  // reused by SchedulableUnlocked
+  std::vector<bool> schedulable_;
   std::map<uint32_t, Lane> lanes_;
   ReorderWindow window_;
   uint64_t next_seq_ = 0;
@@ -277,6 +343,16 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint32_t spread_allowance_ = 0;
   uint64_t generation_ = 0;
   bool flushing_ = false;
+  bool input_ended_ = false;
+  int64_t input_ended_ns_ = kNoTime;
+  int64_t accounted_since_ns_ = kNoTime;  // see AccountedForSinceNs
+  // Dispatch-to-arrival times (AddedLatencyNs): the largest of the current
+  // and of the previous run of kSojournRun arrivals.
+  int64_t sojourn_max_ = 0;
+  int64_t sojourn_max_prev_ = 0;
+  uint32_t sojourn_count_ = 0;
+  int64_t latency_reported_ns_ = 0;
+  bool latency_announced_ = false;
   int64_t first_dispatch_ns_ = kNoTime;
   uint64_t dispatched_ = 0;
   uint64_t released_ = 0;

@@ -32,7 +32,7 @@ inline int g_live_payloads = 0;
 // operations stop reaching a path.
 struct Coverage {
   uint64_t released = 0, empty = 0, events = 0, late = 0, unawaited_out = 0,
-           flushes = 0, seqless = 0;
+           flushes = 0, seqless = 0, markers = 0, stalls = 0;
 };
 inline Coverage g_coverage;
 
@@ -111,10 +111,16 @@ class OpsRun {
   }
 
  private:
+  // What travels a branch: an item, or a marker the worker pushed behind
+  // one (Session::OnPushed asked for it).
+  struct InBranch {
+    Dispatch d;
+    bool marker = false;
+  };
   struct Lane {
     bool present = true;
     std::deque<Dispatch> queue;   // dispatched, the worker has not taken it
-    std::deque<Dispatch> branch;  // pushed into the branch, not out yet
+    std::deque<InBranch> branch;  // pushed into the branch, not out yet
   };
 
   int Uniform(int lo, int hi) { return choices_.Uniform(lo, hi); }
@@ -154,20 +160,28 @@ class OpsRun {
         return;
       const Dispatch d = lane.queue.front();
       lane.queue.pop_front();
-      session_->MarkStarted(l, d.seq);
+      if (!session_->MarkStarted(l, d.seq))
+        return;  // given up meanwhile: the worker drops it unpushed
       const int fate = Uniform(0, 99);
       if (fate < 8) {
         session_->OnPushed(l, d.seq, PushOutcome::kFailed);
       } else if (fate < 14) {
         session_->OnPushed(l, d.seq, PushOutcome::kDropped);
       } else if (fate < 40) {
-        // A synchronous branch: it comes out inside the push.
-        lane.branch.push_back(d);
+        // A synchronous branch: it comes out inside the push, and so does a
+        // marker behind it.
+        lane.branch.push_back({d, false});
         BranchOutput(l);
-        session_->OnPushed(l, d.seq, PushOutcome::kDelivered);
+        if (session_->OnPushed(l, d.seq, PushOutcome::kDelivered)) {
+          lane.branch.push_back({d, true});
+          BranchOutput(l);
+        }
       } else {
-        session_->OnPushed(l, d.seq, PushOutcome::kDelivered);
-        lane.branch.push_back(d);
+        const bool marker =
+            session_->OnPushed(l, d.seq, PushOutcome::kDelivered);
+        lane.branch.push_back({d, false});
+        if (marker)
+          lane.branch.push_back({d, true});
       }
     } else if (op < 65) {
       if (lane.present)
@@ -208,10 +222,19 @@ class OpsRun {
     Lane& lane = lanes_[l];
     if (lane.branch.empty())
       return;
-    const Dispatch d = lane.branch.front();
+    const InBranch entry = lane.branch.front();
+    const Dispatch d = entry.d;
     lane.branch.pop_front();
+    if (entry.marker) {
+      // Most branches forward it; one that swallows events loses it.
+      if (Chance(90)) {
+        g_coverage.markers++;
+        session_->ProveLane(l, d.seq);
+      }
+      return;
+    }
     if (Chance(10))
-      return;  // the branch dropped it: a later item on this lane proves it
+      return;  // the branch dropped it: a later item or marker proves it
     // Without the meta the pts identifies it (each item has its own pts). An
     // item dispatched before its lane was claimed keeps its meta here: the
     // session cannot tell it from the lane's next item by pts.
@@ -225,8 +248,6 @@ class OpsRun {
         Fail("an item with a known lane and pts came back unmatched");
       if (a.status == ArrivalStatus::kAccepted && a.seq != d.seq)
         Fail("matched to the wrong item");
-      if (a.status == ArrivalStatus::kLate && !d.awaited)
-        Fail("an unawaited item was declared late");
       if (a.status == ArrivalStatus::kAccepted && c == 0)
         accepted_.insert(d.seq);
       if (a.status == ArrivalStatus::kLate)
@@ -266,8 +287,10 @@ class OpsRun {
       } else {
         g_coverage.unawaited_out++;
       }
-      // Items and events that have a place must keep it.
-      if (item && (item->event || awaited_.count(item->seq))) {
+      // Whatever comes out keeps its place: items (awaited or not: an
+      // unawaited one that comes too late is dropped, never released ahead
+      // of an older one) and events.
+      if (item) {
         if (item->key < last_key_)
           return Fail("order key went backwards: " + std::to_string(item->key) +
                       " after " + std::to_string(last_key_));
@@ -279,6 +302,8 @@ class OpsRun {
 
   void CheckStats() {
     const SessionStats s = session_->Stats();
+    for (const LaneStats& l : s.lanes)
+      g_coverage.stalls += l.state == LaneState::kStalled ? 1 : 0;
     if (s.window_occupancy > s.in_flight)
       Fail("window holds more than is in flight");
     // The automatic limit shrinks when lanes go; a fixed one always holds.
@@ -318,9 +343,14 @@ class OpsRun {
       while (!lane.queue.empty()) {
         const Dispatch d = lane.queue.front();
         lane.queue.pop_front();
-        session_->MarkStarted(id, d.seq);
-        session_->OnPushed(id, d.seq, PushOutcome::kDelivered);
-        lane.branch.push_back(d);
+        if (!session_->MarkStarted(id, d.seq))
+          continue;
+        if (session_->OnPushed(id, d.seq, PushOutcome::kDelivered)) {
+          lane.branch.push_back({d, false});
+          lane.branch.push_back({d, true});
+        } else {
+          lane.branch.push_back({d, false});
+        }
       }
       while (!lane.branch.empty() && failure_.empty())
         BranchOutput(id);

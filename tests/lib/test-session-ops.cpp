@@ -28,17 +28,21 @@ TEST(SessionOps, RandomOperationSequencesKeepTheInvariants) {
   EXPECT_GT(g_coverage.unawaited_out, 1'000u);
   EXPECT_GT(g_coverage.flushes, 100u);
   EXPECT_GT(g_coverage.seqless, 1'000u);
+  EXPECT_GT(g_coverage.markers, 1'000u);
+  EXPECT_GT(g_coverage.stalls, 100u);
   std::printf(
       "released %llu (empty %llu), events %llu, late %llu, unawaited out %llu, "
       "flushes %llu, "
-      "without seq %llu\n",
+      "without seq %llu, markers %llu, stalled lanes seen %llu\n",
       (unsigned long long)g_coverage.released,
       (unsigned long long)g_coverage.empty,
       (unsigned long long)g_coverage.events,
       (unsigned long long)g_coverage.late,
       (unsigned long long)g_coverage.unawaited_out,
       (unsigned long long)g_coverage.flushes,
-      (unsigned long long)g_coverage.seqless);
+      (unsigned long long)g_coverage.seqless,
+      (unsigned long long)g_coverage.markers,
+      (unsigned long long)g_coverage.stalls);
 }
 
 }  // namespace

@@ -250,13 +250,16 @@ TEST_F(SessionTest, StallTimeoutExpiresTheHead) {
 TEST_F(SessionTest, ExpiredItemWithoutMetaDoesNotTakeTheNextOnesPlace) {
   Make({}, 1);
   const Dispatch a = Send(0, 0);
-  const Dispatch b = Send(0, 40 * kMs);
   clock_->Advance(100 * kMs);
   EXPECT_EQ(Take(), (Strings{"-@0"}));
-  // a comes back without its meta: its pts marks it as the expired one.
+  // The lane stalled; it is the only one, so it still gets the next item.
+  const Dispatch b = Send(0, 40 * kMs);
+  // a comes back without its meta: its pts marks it as the expired one
+  // (and the lane answers again, so b is waited for as usual).
   const Arrival late = session_->Arrive(0, std::nullopt, 0, P("a"));
   EXPECT_EQ(late.status, ArrivalStatus::kLate);
   EXPECT_EQ(late.seq, a.seq);
+  EXPECT_TRUE(Take().empty());
   const Arrival next = session_->Arrive(0, std::nullopt, 40 * kMs, P("b"));
   EXPECT_EQ(next.status, ArrivalStatus::kAccepted);
   EXPECT_EQ(next.seq, b.seq);
@@ -306,33 +309,31 @@ TEST_F(SessionTest, WaitOutputWakesOnArrival) {
 
 TEST_F(SessionTest, UnawaitedLanesNeverBlockTheWindow) {
   Make(RoundRobin(), 2, false);
-  session_->ClaimLane(0);  // lane 1 has no fan-in
+  session_->ClaimLane(0);  // lane 1 has no fan-in: it is joining
+  // While a claimed lane can take items, a joining one gets none (its first
+  // item could not be ordered against the claimed lanes' items).
   const Dispatch a = Send(0);
-  const Dispatch b = Send(1);
+  EXPECT_TRUE(a.lanes_joining);
+  EXPECT_EQ(Lane(session_->Stats(), 1).state, LaneState::kJoining);
   const Dispatch c = Send(0);
-  EXPECT_TRUE(a.awaited);
+  session_->Arrive(0, c.seq, kNoTime, P("c"));  // proves a dropped
+  EXPECT_EQ(Take(), (Strings{"-@0", "c@1"}));
+  // With the claimed lane gone, the joining one takes items, unawaited:
+  // failures and drops count, nothing waits.
+  session_->SetLaneEligible(0, false);
+  const Dispatch b = Send(1);
   EXPECT_FALSE(b.awaited);
   session_->OnPushed(1, b.seq, PushOutcome::kDelivered);  // completes b
-  SessionStats s = session_->Stats();
-  EXPECT_EQ(Lane(s, 1).completed, 1u);
-  EXPECT_EQ(s.in_flight, 2u);
-  EXPECT_EQ(s.window_occupancy, 2u);
-  session_->Arrive(0, c.seq, kNoTime, P("c"));  // proves a dropped
-  EXPECT_EQ(Take(), (Strings{"-@0", "c@2"}));
-  s = session_->Stats();
-  EXPECT_EQ(s.in_flight, 0u);
-  EXPECT_EQ(s.released, 2u);
-  // Items that were not awaited: failures and drops count, nothing waits.
   const Dispatch d = Send(1);
   session_->OnPushed(1, d.seq, PushOutcome::kFailed);
-  const Dispatch e = Send(0);
   const Dispatch f = Send(1);
   session_->OnPushed(1, f.seq, PushOutcome::kDropped);
-  s = session_->Stats();
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 1).completed, 1u);
   EXPECT_EQ(Lane(s, 1).failed, 1u);
   EXPECT_EQ(Lane(s, 1).dropped, 1u);
-  EXPECT_EQ(s.in_flight, 1u);
-  EXPECT_EQ(e.seq, 4u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.window_occupancy, 0u);
 }
 
 TEST_F(SessionTest, ArrivalOfAnItemDispatchedBeforeTheClaim) {
@@ -343,13 +344,28 @@ TEST_F(SessionTest, ArrivalOfAnItemDispatchedBeforeTheClaim) {
   session_->ClaimLane(0);
   const Dispatch b = Send(0);
   EXPECT_TRUE(b.awaited);
-  // A synchronous branch: b arrives inside its push; then a, late, via a queue.
+  // A synchronous branch: b arrives inside its push; then a, via a queue.
   session_->Arrive(0, b.seq, kNoTime, P("b"));
   EXPECT_EQ(Take(), (Strings{"b@1"}));
-  // Not late, not unmatched: it was simply never ordered.
+  // a is older than b, which is out: it can only be dropped, never follow.
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kLate);
+  EXPECT_TRUE(Take().empty());
+}
+
+TEST_F(SessionTest, AnItemDispatchedBeforeTheClaimLeavesInItsTurn) {
+  Make({}, 1, false);
+  const Dispatch a = Send(0);
+  session_->OnPushed(0, a.seq, PushOutcome::kDelivered);
+  session_->ClaimLane(0);
+  const Dispatch b = Send(0);
+  // b is awaited and not back yet; a (never awaited) comes first: it takes
+  // its place ahead of b and leaves at once, b after it.
   EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a")).status,
             ArrivalStatus::kAccepted);
   EXPECT_EQ(Take(), (Strings{"a@e"}));
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Take(), (Strings{"b@1"}));
 }
 
 TEST_F(SessionTest, UnawaitedItemArrivingInsideItsPush) {
@@ -641,21 +657,18 @@ TEST_F(SessionTest, UnclaimedLaneIsNoLongerAwaited) {
   session_->UnclaimLane(0);  // its fan-in pad was released
   EXPECT_FALSE(session_->IsLaneClaimed(0));
   EXPECT_EQ(Take(), (Strings{"-@0", "b@1"}));
-  // Later items on the lane complete when their push returns; the window
-  // does not wait for them.
-  const Dispatch c = Send(0);
-  EXPECT_FALSE(c.awaited);
-  session_->OnPushed(0, c.seq, PushOutcome::kDelivered);
+  // Lane 1 is still claimed: lane 0 gets no items until it is claimed again.
   const Dispatch d = Send(1);
   session_->Arrive(1, d.seq, kNoTime, P("d"));
-  EXPECT_EQ(Take(), (Strings{"d@3"}));
+  EXPECT_EQ(Take(), (Strings{"d@2"}));
   const SessionStats s = session_->Stats();
   EXPECT_EQ(Lane(s, 0).dropped, 1u);
-  EXPECT_EQ(Lane(s, 0).completed, 1u);
+  EXPECT_EQ(Lane(s, 0).state, LaneState::kJoining);
   EXPECT_EQ(s.in_flight, 0u);
-  // Claimed again, the lane is awaited again.
+  // Claimed again, the lane gets items, awaited.
   session_->ClaimLane(0);
-  EXPECT_TRUE(Send(0).awaited);
+  const Dispatch e = Send(0);
+  EXPECT_TRUE(e.awaited);
 }
 
 TEST_F(SessionTest, LearnsServiceTimesAndFps) {
@@ -727,6 +740,196 @@ TEST_F(SessionTest, AdaptiveSpreadsOverUnknownLanesThenPrefersTheFastOne) {
     lanes.push_back(session_->TryDispatchItem(0)->lane);
   EXPECT_EQ(lanes, (std::vector<uint32_t>{0, 0, 1}));
   EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
+}
+
+// --------------------------------------------------- hostile branches ---
+
+TEST_F(SessionTest, OnPushedAsksForAMarkerOnlyWhileTheItemIsOut) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  // A synchronous branch delivered it inside the push: no marker.
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  EXPECT_FALSE(session_->OnPushed(0, a.seq, PushOutcome::kDelivered));
+  // Not back when the push returns: a marker follows it.
+  const Dispatch b = Send(1);
+  EXPECT_TRUE(session_->OnPushed(1, b.seq, PushOutcome::kDelivered));
+  // A push that failed or was not delivered needs none.
+  const Dispatch c = Send(0);
+  EXPECT_FALSE(session_->OnPushed(0, c.seq, PushOutcome::kDropped));
+  EXPECT_EQ(Lane(session_->Stats(), 1).markers, 1u);
+}
+
+TEST_F(SessionTest, AMarkerProvesTheItemsBeforeItDropped) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  const Dispatch c = Send(0);
+  const Dispatch d = Send(1);
+  for (const Dispatch& x : {a, b, c, d})
+    session_->OnPushed(x.lane, x.seq, PushOutcome::kDelivered);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->Arrive(1, d.seq, kNoTime, P("d"));
+  // Lane 0's branch dropped a silently; the marker behind it proves it at
+  // once (no stall-timeout), and only it: c is still out.
+  session_->ProveLane(0, a.seq);
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1"}));
+  // The marker behind c proves c too.
+  const ReadyBatch batch = session_->ProveLaneAndTakeReady(0, c.seq);
+  EXPECT_EQ(Describe(batch.items), (Strings{"-@2", "d@3"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).dropped, 2u);
+  EXPECT_EQ(Lane(s, 0).timed_out, 0u);
+  EXPECT_EQ(s.in_flight, 0u);
+}
+
+TEST_F(SessionTest, AStalledLaneIsSkippedByEveryPolicyUntilItAnswers) {
+  for (Policy policy : {Policy::kRoundRobin, Policy::kWeighted,
+                        Policy::kLeastLoaded, Policy::kAdaptive}) {
+    SCOPED_TRACE(PolicyName(policy));
+    SessionConfig config;
+    config.policy = policy;
+    Make(config, 2);
+    // Round-robin starts at lane 0; the others may pick either lane first.
+    std::optional<Dispatch> a = session_->TryDispatchItem(kNoTime);
+    ASSERT_TRUE(a && a->status == DispatchStatus::kOk);
+    session_->MarkStarted(a->lane, a->seq);
+    const uint32_t stuck = a->lane, live = 1 - stuck;
+    // The branch never returns from the push: a stays the head.
+    clock_->Advance(100 * kMs);
+    EXPECT_EQ(Take(), (Strings{"-@0"}));
+    SessionStats s = session_->Stats();
+    EXPECT_EQ(Lane(s, stuck).state, LaneState::kStalled);
+    EXPECT_EQ(Lane(s, stuck).stall_kind, StallKind::kBlocked);
+    EXPECT_EQ(Lane(s, stuck).stalled_seq, a->seq);
+    EXPECT_TRUE(session_->IsLaneStalled(stuck));
+    // Every later item goes to the other lane.
+    for (int i = 0; i < 6; ++i) {
+      const Dispatch x = Send(live);
+      session_->OnPushed(live, x.seq, PushOutcome::kDelivered);
+      session_->Arrive(live, x.seq, kNoTime, P("x"));
+    }
+    EXPECT_EQ(Take().size(), 6u);
+    // The push returns at last: a marker that comes back shows the lane
+    // alive, and it is scheduled again.
+    EXPECT_TRUE(session_->OnPushed(stuck, a->seq, PushOutcome::kDelivered));
+    session_->ProveLane(stuck, a->seq);
+    EXPECT_EQ(Lane(session_->Stats(), stuck).state, LaneState::kActive);
+    bool stuck_got_one = false;
+    for (int i = 0; i < 4 && !stuck_got_one; ++i) {
+      std::optional<Dispatch> x = session_->TryDispatchItem(kNoTime);
+      ASSERT_TRUE(x && x->status == DispatchStatus::kOk);
+      session_->MarkStarted(x->lane, x->seq);
+      session_->OnPushed(x->lane, x->seq, PushOutcome::kDelivered);
+      session_->Arrive(x->lane, x->seq, kNoTime, P("y"));
+      stuck_got_one = x->lane == stuck;
+    }
+    EXPECT_TRUE(stuck_got_one);
+    EXPECT_EQ(Lane(session_->Stats(), stuck).stalls, 1u);
+  }
+}
+
+TEST_F(SessionTest, AStalledLanesLaterItemsAreGivenUpWithoutAWaitEach) {
+  Make(RoundRobin(), 2);
+  std::vector<Dispatch> items;
+  for (int i = 0; i < 6; ++i) {
+    items.push_back(Send(static_cast<uint32_t>(i % 2)));
+    // Lane 1's branch takes everything and returns nothing (a valve that
+    // drops buffers and events alike); lane 0 is healthy.
+    session_->OnPushed(items.back().lane, items.back().seq,
+                       PushOutcome::kDelivered);
+    if (i % 2 == 0)
+      session_->Arrive(0, items.back().seq, kNoTime, P("ok"));
+  }
+  EXPECT_EQ(Take(), (Strings{"ok@0"}));
+  // One stall-timeout for the lane, not one per item.
+  clock_->Advance(100 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@1", "ok@2", "-@3", "ok@4", "-@5"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 1).timed_out, 3u);
+  EXPECT_EQ(Lane(s, 1).state, LaneState::kStalled);
+  EXPECT_EQ(Lane(s, 1).stall_kind, StallKind::kSilent);
+  EXPECT_EQ(s.in_flight, 0u);
+}
+
+TEST_F(SessionTest, AStalledLaneIsTheLastResort) {
+  Make({}, 1);
+  const Dispatch a = Send(0);
+  clock_->Advance(100 * kMs);
+  Take();
+  EXPECT_TRUE(session_->IsLaneStalled(0));
+  // The only lane: it still gets items (a slow lane must not end the
+  // stream), and they are given up at once while it stays silent.
+  const Dispatch b = Send(0);
+  EXPECT_EQ(Take(), (Strings{"-@1"}));
+  EXPECT_EQ(a.seq + 1, b.seq);
+}
+
+TEST_F(SessionTest, TheInputEndsAndEveryItemIsAccountedFor) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  EXPECT_FALSE(session_->input_ended());
+  session_->EndInput();
+  EXPECT_TRUE(session_->input_ended());
+  EXPECT_EQ(session_->AccountedForSinceNs(), kNoTime);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  clock_->Advance(5 * kMs);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  const uint64_t gen = session_->TakeReady().generation;
+  EXPECT_EQ(session_->AccountedForSinceNs(), clock_->NowNs());
+  // Becoming accounted for moved the generation: the fan-in's output task,
+  // waiting on an older one, looks at once.
+  EXPECT_GT(gen, 0u);
+  EXPECT_TRUE(session_->Stats().input_ended);
+  session_->Reset();
+  EXPECT_FALSE(session_->input_ended());
+  EXPECT_EQ(session_->AccountedForSinceNs(), kNoTime);
+}
+
+TEST_F(SessionTest, AddedLatencyFollowsTheTimesItemsSpendInTheLanes) {
+  Make(RoundRobin());
+  EXPECT_EQ(session_->AddedLatencyNs(), 0);
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(1);
+  clock_->Advance(30 * kMs);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  clock_->Advance(10 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  ReadyBatch batch = session_->TakeReady();
+  EXPECT_EQ(session_->AddedLatencyNs(), 40 * kMs);
+  EXPECT_TRUE(batch.latency_grew);
+  // Said once until the fan-in reports it.
+  const Dispatch c = Send(0);
+  clock_->Advance(60 * kMs);
+  session_->Arrive(0, c.seq, kNoTime, P("c"));
+  EXPECT_FALSE(session_->TakeReady().latency_grew);
+  session_->MarkLatencyReported(session_->AddedLatencyNs());
+  EXPECT_EQ(session_->AddedLatencyNs(), 60 * kMs);
+  // Never more than stall-timeout (100 ms here).
+  const Dispatch d = Send(1);
+  clock_->Advance(95 * kMs);
+  session_->Arrive(1, d.seq, kNoTime, P("d"));
+  clock_->Advance(90 * kMs);
+  const Dispatch e = Send(0);
+  clock_->Advance(99 * kMs);
+  session_->Arrive(0, e.seq, kNoTime, P("e"));
+  EXPECT_TRUE(session_->TakeReady().latency_grew);
+  EXPECT_EQ(session_->AddedLatencyNs(), 99 * kMs);
+  EXPECT_EQ(session_->Stats().added_latency_ns, 99 * kMs);
+}
+
+TEST_F(SessionTest, WhyNoLaneNamesAllZeroWeights) {
+  SessionConfig config;
+  config.policy = Policy::kWeighted;
+  Make(config, 2);
+  EXPECT_EQ(session_->WhyNoLane(), "");
+  session_->SetLaneWeight(0, 0.0);
+  session_->SetLaneWeight(1, 0.0);
+  const std::optional<Dispatch> d = session_->TryDispatchItem(kNoTime);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, DispatchStatus::kNoLanes);
+  EXPECT_NE(session_->WhyNoLane().find("weight 0"), std::string::npos)
+      << session_->WhyNoLane();
 }
 
 }  // namespace
