@@ -10,12 +10,31 @@
  * branches by itself (no name to set).
  *
  * A frame a branch drops does not stall the output: each lane is FIFO, so a
- * later buffer on the same lane proves the earlier one gone, and EOS on a lane
- * proves all its outstanding ones gone. A lane that stops answering is waited
- * for at most #GstGpuFanIn:stall-timeout. Caps, segment and other events are
- * sent downstream once. One EOS goes out when every sink pad has EOS and
- * everything before it has been output; the `gpufan-stats` element message is
- * posted just before it.
+ * later buffer on the same lane, or the marker event gpufanout pushes behind
+ * an item that had not come back when its push returned, proves the earlier
+ * one gone, and EOS on a lane proves all its outstanding ones gone. A lane
+ * that stops answering is waited for at most #GstGpuFanIn:stall-timeout,
+ * then it is stalled: it gets no more items while another lane can take
+ * them. Nothing is ever output out of order: what comes back too late is
+ * dropped. Caps, segment and other events are sent downstream once. One EOS
+ * goes out when every sink pad has EOS and everything before it has been
+ * output, or at most #GstGpuFanIn:stall-timeout after gpufanout's input
+ * ended and every item was accounted for, when a branch swallowed its EOS or
+ * stalled (with a warning naming it); the `gpufan-stats` element message is
+ * posted just before it. The latency it reports includes what reordering
+ * adds (the time items spend in the lanes), and it posts a LATENCY message
+ * when that grows.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 videotestsrc num-buffers=300 ! \
+ *   gpufanout name=f policy=round-robin  gpufanin name=m ! fakesink \
+ *   f.src_0 ! identity ! m.sink_0 \
+ *   f.src_1 ! valve drop=true ! m.sink_1 \
+ *   f.src_2 ! identity ! m.sink_2
+ * ]| Lane 1 drops everything, EOS included: after one stall-timeout it is
+ * stalled, the other lanes carry the rest, and the stream ends with every
+ * frame of lanes 0 and 2, in order, and a warning naming sink_1.
  *
  * ## Example launch line
  * |[
@@ -1438,13 +1457,17 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
    * GstGpuFanIn:stall-timeout:
    *
    * How long (ns) the output waits for the next buffer in order when its lane
-   * does not deliver it. Then the output goes on without it; the buffer is
-   * counted as timed-out and dropped if it comes later.
+   * does not deliver it. Then the output goes on without it (the buffer is
+   * counted as timed-out, and dropped if it comes later) and the lane is
+   * stalled: no more items while another lane can take them, until anything
+   * comes back from it. Also the longest wait for the lanes' EOS once
+   * gpufanout's input ended and every item is accounted for.
    */
   g_object_class_install_property (gobject_class, PROP_STALL_TIMEOUT,
       g_param_spec_uint64 ("stall-timeout", "Stall timeout",
           "Longest wait (ns) for the next buffer in order before the output "
-          "goes on without it",
+          "goes on without it and stops feeding its lane; also the longest "
+          "wait for a lane's EOS after every item is accounted for",
           GST_MSECOND, 3600 * GST_SECOND, DEFAULT_STALL_TIMEOUT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
