@@ -170,6 +170,12 @@ struct GstGpuFanInPrivate {
   /* What ordering adds to the latency grew: post a LATENCY message (after
    * letting go of output_lock). */
   std::atomic<bool> latency_post_pending{ false };
+  /* The lanes said they are live (latency query). Then only the src task
+   * pushes downstream: a sync=true sink holds the pushing thread until the
+   * frame's time, and a lane thread held there would delay the lane's next
+   * items by the latency, which would raise the measured latency, which
+   * would hold it longer. */
+  std::atomic<bool> live{ false };
 
   ~GstGpuFanInPrivate ()
   {
@@ -864,17 +870,18 @@ mark_batch_done (GstGpuFanInPrivate * priv)
   priv->cond.notify_all ();
 }
 
-/* Puts @arrival into the window without taking anything out. */
+/* Puts @arrival into the window without taking anything out; @wake_output:
+ * the src task takes what it made releasable. */
 static gpufan::Arrival
 hand_over (const std::shared_ptr<gpufan::Session> & session,
-    PendingArrival * arrival)
+    PendingArrival * arrival, bool wake_output = false)
 {
   if (arrival->marker) {
     session->ProveLane (arrival->lane, *arrival->seq);
     return gpufan::Arrival{};
   }
   return session->Arrive (arrival->lane, arrival->seq, arrival->pts,
-      std::move (arrival->payload), false);
+      std::move (arrival->payload), wake_output);
 }
 
 /* The lanes' items changed what ordering adds to the latency: the pipeline
@@ -963,6 +970,9 @@ output_from_lane (GstGpuFanIn * self,
   GstGpuFanInPrivate * priv = self->priv;
   gpufan::Arrival arrived;
   PendingArrival * pending = &arrival;
+
+  if (priv->live.load ())
+    return hand_over (session, &arrival, true);
 
   std::unique_lock<std::mutex> out (priv->output_lock, std::try_to_lock);
   if (!out.owns_lock ()) {
@@ -1206,6 +1216,7 @@ query_latency (GstGpuFanIn * self, GstQuery * query)
 
   if (!any)
     return FALSE;
+  self->priv->live = live;
   /* Ordering holds an item until every earlier one arrived: it adds the
    * longest time items recently spent in the lanes (Session::AddedLatencyNs,
    * at most stall-timeout). */
