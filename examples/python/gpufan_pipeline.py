@@ -185,7 +185,10 @@ def run(lanes, frames):
     plugin = Gst.Registry.get().find_plugin("gpufan")
     print(f"plugin: {plugin.get_filename()}")
 
-    pipeline, fanout, sink = build(lanes, frames)
+    try:
+        pipeline, fanout, sink = build(lanes, frames)
+    except RuntimeError as e:
+        return fail(str(e))
     pts_in, pts_out = [], []
     record_pts(fanout.get_static_pad("sink"), pts_in)
     record_pts(sink.get_static_pad("sink"), pts_out)
