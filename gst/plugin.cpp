@@ -28,4 +28,4 @@ plugin_init (GstPlugin * plugin)
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, gpufan,
     "Ordered fan-out/fan-in of a stream over several GPUs or CPU lanes",
     plugin_init, PACKAGE_VERSION, "LGPL", "gst-gpufan",
-    "https://gstreamer.freedesktop.org/")
+    GST_PACKAGE_ORIGIN)

@@ -38,6 +38,7 @@ packages=(
   cppcheck                          # static checker run by run-tests.sh
   clang-format                      # formatter (.clang-format)
   python3                           # scripts/summarize-tests.py
+  python3-gst-1.0                   # PyGObject + GStreamer overrides: examples/python, its test
 )
 
 missing=()
