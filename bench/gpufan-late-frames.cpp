@@ -64,7 +64,7 @@ GstPadProbeReturn OnBuffer(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
 
 int main(int argc, char **argv) {
   gst_init(&argc, &argv);
-  int frames = 600, fps = 30;
+  int frames = 600, fps = 60;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--frames"))
       frames = atoi(argv[i + 1]);
