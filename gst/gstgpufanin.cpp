@@ -259,7 +259,8 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     if (priv->session && priv->session != session) {
       gchar * text = g_strdup_printf ("%s:%s is fed by gpufanout '%s', but "
                                       "the other sink pads by gpufanout '%s'",
-          GST_DEBUG_PAD_NAME (pad), fanout, priv->fanout_name.c_str ());
+          GST_OBJECT_NAME (self), GST_OBJECT_NAME (pad), fanout,
+          priv->fanout_name.c_str ());
       GST_WARNING_OBJECT (pad, "%s", text);
       if (conflict)
         *conflict = text;
