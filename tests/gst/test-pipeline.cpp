@@ -33,14 +33,18 @@ void DelayHandoff(GstElement *, GstBuffer *buffer, gpointer seed) {
 }
 
 // videotestsrc (indexed by a stamper) ! gpufanout ! <branch(i)> ! gpufanin !
-// fakesink. Each branch must contain an element named b<i>.
+// fakesink. Each branch must contain an element named b<i>. The fan-in's
+// stall-timeout is out of reach: no test here is about it, and with the
+// default (2 s) a frame that a loaded machine delays that long would be
+// given up and missing from the output.
 std::string FanPipeline(int buffers, int lanes, const std::string& policy,
                         const std::function<std::string(int)>& branch) {
   std::string d = "videotestsrc name=src pattern=black";
   if (buffers > 0)
     d += " num-buffers=" + std::to_string(buffers);
   d += std::string(" ! ") + kCaps + " ! gpufanout name=f policy=" + policy +
-       "  gpufanin name=m ! fakesink name=out sync=false";
+       "  gpufanin name=m stall-timeout=" + std::to_string(kNoStallTimeout) +
+       " ! fakesink name=out sync=false";
   for (int i = 0; i < lanes; i++) {
     d += "  f.src_" + std::to_string(i) + " ! " + branch(i) + " ! m.sink_" +
          std::to_string(i);
@@ -177,6 +181,8 @@ TEST(PipelineUser, IssueLaunchLineDeliversEveryFrameInOrderAndPostsStats) {
       "f.src_1 ! identity sleep-time=4000 ! m.sink_1 "
       "f.src_2 ! identity sleep-time=8000 ! m.sink_2");
   ASSERT_TRUE(p.ok());
+  // The line as the issue has it, but for the stall timeout (see FanPipeline).
+  g_object_set(p.element("m"), "stall-timeout", kNoStallTimeout, nullptr);
   RecordLog& out = p.Record("out", "sink");
   GstMessage *stats = RunToEos(p);
 
@@ -565,9 +571,6 @@ TEST(PipelineBackpressure, OneBlockedLaneDoesNotStallTheOthersBeyondTheWindow) {
   } opener{gate};
   g_object_set(p.element("f"), "max-in-flight", kMaxInFlight, "queue-size",
                kQueueSize, nullptr);
-  // Only the bound may hold the output here, never the stall timeout.
-  g_object_set(p.element("m"), "stall-timeout",
-               static_cast<guint64>(3600 * GST_SECOND), nullptr);
   IndexStamper& stamp = p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
   RecordLog& lane0 = p.Record("b0", "src");
