@@ -38,6 +38,7 @@ packages=(
   cppcheck                          # static checker run by run-tests.sh
   clang-format                      # formatter (.clang-format)
   python3                           # scripts/summarize-tests.py
+  stress-ng                         # CPU load for scripts/loaded-runs.sh (flakiness runs)
 )
 
 missing=()
