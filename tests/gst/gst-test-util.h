@@ -417,9 +417,10 @@ const GstStructure *StatsLane(const GstStructure *stats, guint i);
 // The `lanes` entry whose `lane` field is `id`, or nullptr.
 const GstStructure *StatsLaneById(const GstStructure *stats, guint id);
 
-// Scenario 2: request pads `<prefix>%u` get the lowest free index (a
-// released one is reused), an explicit `<prefix><explicit_index>` is
-// honoured, and the next automatic one is the lowest free again.
+// Scenario 2 (docs/testing.md): request pads `<prefix>%u` get the lowest
+// free index (a released one is reused), an explicit
+// `<prefix><explicit_index>` is honoured, and the next automatic one is the
+// lowest free again.
 void CheckRequestPadNaming(const char *factory, const char *prefix,
                            guint explicit_index);
 

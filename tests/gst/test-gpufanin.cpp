@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // gpufanin behind a gpufanout, with test branches in between that decide in
-// which order the lanes return (docs/elements.md; scenario numbers from
-// shared/TESTING.md).
+// which order the lanes return (docs/elements.md; scenario numbers: the
+// Scenarios of docs/testing.md).
 #include <algorithm>
 #include <condition_variable>
 #include <future>

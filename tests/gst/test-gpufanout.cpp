@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // gpufanout on its own, against docs/elements.md. Scenario numbers refer to
-// shared/TESTING.md.
+// the Scenarios of docs/testing.md.
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
 

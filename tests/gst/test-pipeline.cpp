@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // gpufanout ! branches ! gpufanin in real pipelines: the user-facing
-// promises (order, EOS, statistics, errors) and scenarios 18, 21, 25, 28 of
-// shared/TESTING.md. Delays are pseudo-random but seeded per buffer index, so
-// every run asks the same of the elements; assertions are on order, counts
-// and messages only.
+// promises (order, EOS, statistics, errors) and scenarios 18, 20, 21, 25, 27
+// and 28 of docs/testing.md. Delays are pseudo-random but seeded per buffer
+// index, so every run asks the same of the elements; assertions are on
+// order, counts and messages only, never on how long anything took.
 #include <algorithm>
 #include <functional>
 #include <set>
