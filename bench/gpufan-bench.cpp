@@ -82,6 +82,9 @@ struct RunSpec {
   double dyn_factor = 4.0;
   guint dyn_from = 0, dyn_to = 0;
   bool trace = true;  // per-frame lane and latency probes
+  // --smoke: gpufanin never gives a frame up (stall-timeout at its maximum),
+  // so that a loaded machine cannot turn a slow frame into a lost one.
+  bool wait_for_every_frame = false;
 };
 
 struct RunResult {
@@ -204,7 +207,8 @@ std::string PipelineDescription(const RunSpec& s) {
     << ",framerate=30/1 ! ";
   if (s.gpufan)
     p << "gpufanout name=f policy=" << s.policy
-      << " queue-size=" << s.queue_size << " gpufanin name=m";
+      << " queue-size=" << s.queue_size << " gpufanin name=m"
+      << (s.wait_for_every_frame ? " stall-timeout=3600000000000" : "");
   else
     p << "roundrobin name=f funnel name=m";
   p << " ! fakesink name=sink sync=false enable-last-sample=false";
@@ -559,6 +563,7 @@ Scenario MakeScenario(const std::string& name, Kind kind,
   base.lanes_ms = lanes_ms;
   base.frames = frames;
   base.queue_size = static_cast<guint>(opt.queue_size);
+  base.wait_for_every_frame = opt.smoke;
   if (kind == Kind::kOverhead) {
     base.width = base.height = 16;
     base.trace = false;

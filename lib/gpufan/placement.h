@@ -21,13 +21,15 @@ namespace gpufan {
 //                   several lanes on one GPU.
 //   "cpu"           CPU lanes only, as many as are requested, even when GPUs
 //                   exist.
-//   "cpu:N"         exactly N CPU lanes at most (N >= 1).
+//   "cpu:N"         CPU lanes for the lane ids (pad indices) 0..N-1 only
+//                   (N >= 1): placing a lane with a higher id fails. It
+//                   limits the lanes, it does not create any.
 struct GPUFAN_API DeviceSpec {
   enum class Mode { kAuto, kGpuList, kCpu };
 
   Mode mode = Mode::kAuto;
   std::vector<int> gpus;   // kGpuList
-  uint32_t cpu_lanes = 0;  // kCpu: the most lanes allowed; 0 = no limit
+  uint32_t cpu_lanes = 0;  // kCpu: lane ids below it are allowed; 0 = any
 
   // Returns false with a message naming the bad part; *spec is untouched
   // then.

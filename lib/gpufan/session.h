@@ -4,18 +4,31 @@
 // completions, and releases items in input order (ReorderWindow).
 //
 // Thread-safety: every public method is thread-safe (one internal mutex).
-// Blocking methods (Dispatch, WaitOutput) return early on SetFlushing(true).
-// Callers must not hold a lock of their own that another Session caller may
-// need while they block here. Payloads the session gives up (late arrivals,
-// Reset) are destroyed under its lock: a Payload destructor must not call
-// back into the Session.
+// The blocking methods (DispatchItem, WaitOutput) return early on
+// SetFlushing(true). Callers must not hold a lock of their own that another
+// Session caller may need while they block here. Payloads the session gives
+// up (late arrivals, Reset) are destroyed under its lock: a Payload
+// destructor must not call back into the Session.
 //
-// Lifecycle of an item:
-//   fan-out  DispatchItem()        -> seq on a lane (queued)
-//   worker   MarkStarted()         -> the lane worker pushes it into its branch
-//   worker   OnPushed()            -> push result; completes items no fan-in
-//   waits for fan-in   Arrive()              -> came out of the branch
-//   (completes it) fan-in   TakeReady()           -> leaves in input order
+// Lifecycle of an item (`Dispatch` is the struct DispatchItem returns):
+//
+//   who                call                result
+//   fan-out sink pad   DispatchItem()      a seq and a lane; the item waits
+//                                          in that lane's queue
+//   lane worker        MarkStarted()       it left the queue; the worker
+//                                          pushes it into the branch
+//   lane worker        OnPushed()          the push returned; an item no
+//                                          fan-in waits for completes here
+//   fan-in sink pad    Arrive()            it came out of the branch: it
+//                                          completes and waits in the window
+//   fan-in output      TakeReady()         it leaves, in input order
+//
+// ArriveAndTakeReady() does the last two under one lock. An item that never
+// arrives leaves the window empty-handed: dropped (or failed) when its push
+// did not deliver it (OnPushed); dropped when a later item of its lane
+// arrives, or when its lane ends (LaneEnded), is unclaimed or removed; timed
+// out when it has headed the window for the stall timeout.
+//
 // A lane is *claimed* once a fan-in has paired with it (ClaimLane); only items
 // dispatched to a claimed lane are awaited by the reorder window.
 #pragma once

@@ -75,8 +75,8 @@ struct FanRigOptions {
   const char *policy = "round-robin";
   Branch::Mode mode = Branch::Mode::kPassthrough;
   bool capture_flush = false;
-  // Long by default so that holding a lane in a test never trips it.
-  GstClockTime stall_timeout = 30 * GST_SECOND;
+  // Unreachable by default: holding a lane in a test never trips it.
+  GstClockTime stall_timeout = kNoStallTimeout;
   // Fan-out lane i feeds fan-in pad sink_(lanes-1-i).
   bool crossed = false;
 };

@@ -530,6 +530,16 @@ bool SetStateAndWait(GstElement *element, GstState state, Duration timeout) {
   return true;
 }
 
+bool PollUntil(const std::function<bool()>& pred, Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(Duration(2));
+  }
+  return true;
+}
+
 // ------------------------------------------------------------------- pads ---
 
 namespace {

@@ -35,6 +35,11 @@ inline constexpr Duration kWait{10000};
 inline constexpr Duration kSettle{200};
 // Whole-pipeline runs (thousands of buffers on a busy 2-core box).
 inline constexpr Duration kLongWait{90000};
+// A gpufanin stall-timeout that no test can reach: the property's maximum
+// (1 h), beyond any watchdog. Every fan-in that is not there to test the
+// timeout uses it, so that no slow moment can make a healthy lane's item
+// time out; the stall tests shorten it only once no healthy item is pending.
+inline constexpr GstClockTime kNoStallTimeout = 3600 * GST_SECOND;
 // PTS step of the indexed test buffers: index i has PTS i * kFrame.
 inline constexpr GstClockTime kFrame = GST_MSECOND;
 // Caps used by the pad-level rigs.
@@ -195,6 +200,10 @@ class BusLog {
 // Sets the state and, when the change is async, waits for it (bounded).
 bool SetStateAndWait(GstElement *element, GstState state,
                      Duration timeout = kWait);
+
+// Re-checks `pred` every few milliseconds until it holds (true) or `timeout`
+// has passed (false): for what nothing notifies (statistics, counters).
+bool PollUntil(const std::function<bool()>& pred, Duration timeout = kWait);
 
 // ------------------------------------------------------------------- pads ---
 
@@ -408,9 +417,10 @@ const GstStructure *StatsLane(const GstStructure *stats, guint i);
 // The `lanes` entry whose `lane` field is `id`, or nullptr.
 const GstStructure *StatsLaneById(const GstStructure *stats, guint id);
 
-// Scenario 2: request pads `<prefix>%u` get the lowest free index (a
-// released one is reused), an explicit `<prefix><explicit_index>` is
-// honoured, and the next automatic one is the lowest free again.
+// Scenario 2 (docs/testing.md): request pads `<prefix>%u` get the lowest
+// free index (a released one is reused), an explicit
+// `<prefix><explicit_index>` is honoured, and the next automatic one is the
+// lowest free again.
 void CheckRequestPadNaming(const char *factory, const char *prefix,
                            guint explicit_index);
 

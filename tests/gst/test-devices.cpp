@@ -21,12 +21,17 @@ namespace {
 constexpr const char *kCaps =
     "video/x-raw,format=GRAY8,width=8,height=8,framerate=1000/1";
 
+// The fan-in of every pipeline here, named m: with the default stall-timeout
+// (2 s) a frame that a loaded machine delays that long would be missing.
+const std::string kFanin =
+    "gpufanin name=m stall-timeout=" + std::to_string(kNoStallTimeout);
+
 // videotestsrc ! gpufanout <fanout_props> ! lanes of identity ! gpufanin.
 std::string Pipeline(const std::string& fanout_props, int lanes,
                      int buffers = 40) {
   std::string d = "videotestsrc num-buffers=" + std::to_string(buffers) +
-                  " ! " + kCaps + " ! gpufanout name=f " + fanout_props +
-                  "  gpufanin name=m ! fakesink name=out";
+                  " ! " + kCaps + " ! gpufanout name=f " + fanout_props + "  " +
+                  kFanin + " ! fakesink name=out";
   for (int i = 0; i < lanes; i++)
     d += "  f.src_" + std::to_string(i) + " ! identity name=b" +
          std::to_string(i) + " ! m.sink_" + std::to_string(i);
@@ -406,8 +411,9 @@ TEST(DevicesMemory, StagingAlwaysCopiesForeignFramesIntoThePool) {
   std::string d = std::string("videotestsrc num-buffers=") +
                   std::to_string(kBuffers) + " pattern=ball ! " + kCaps +
                   " ! identity drop-allocation=true ! tee name=t "
-                  "t. ! queue ! gpufanout name=f devices=cpu staging=always "
-                  "gpufanin name=m ! fakesink name=out "
+                  "t. ! queue ! gpufanout name=f devices=cpu staging=always " +
+                  kFanin +
+                  " ! fakesink name=out "
                   "f.src_0 ! identity name=b0 ! m.sink_0 "
                   "f.src_1 ! identity name=b1 ! m.sink_1 "
                   "t. ! queue ! fakesink name=reference";
@@ -506,7 +512,8 @@ TEST(DevicesGpu, NvcodecBranchesRunOnTheirLanesGpu) {
   constexpr int kLanes = 4;
   std::string d = std::string("videotestsrc num-buffers=40 ! ") +
                   "video/x-raw,format=NV12,width=64,height=64 ! "
-                  "gpufanout name=f gpufanin name=m ! fakesink name=out";
+                  "gpufanout name=f " +
+                  kFanin + " ! fakesink name=out";
   for (int i = 0; i < kLanes; i++) {
     const std::string n = std::to_string(i);
     d += "  f.src_" + n + " ! cudaupload name=u" + n + " ! cudascale ! " +
@@ -614,8 +621,9 @@ TEST(DevicesRegression, AFullHostPoolFallsBackToOrdinaryMemory) {
   LaunchedPipeline p(
       "videotestsrc num-buffers=40 ! "
       "video/x-raw,format=RGBA,width=320,height=240,framerate=1000/1 ! "
-      "gpufanout name=f devices=cpu staging=always host-pool-size=1 "
-      "gpufanin name=m ! fakesink name=out "
+      "gpufanout name=f devices=cpu staging=always host-pool-size=1 " +
+      kFanin +
+      " ! fakesink name=out "
       "f.src_0 ! identity name=b0 ! m.sink_0 "
       "f.src_1 ! identity name=b1 ! m.sink_1");
   ASSERT_TRUE(p.ok());

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // gpufanout ! branches ! gpufanin in real pipelines: the user-facing
-// promises (order, EOS, statistics, errors) and scenarios 18, 21, 25, 28 of
-// shared/TESTING.md. Delays are pseudo-random but seeded per buffer index, so
-// every run asks the same of the elements; assertions are on order, counts
-// and messages only.
+// promises (order, EOS, statistics, errors) and scenarios 18, 20, 21, 25, 27
+// and 28 of docs/testing.md. Delays are pseudo-random but seeded per buffer
+// index, so every run asks the same of the elements; assertions are on
+// order, counts and messages only, never on how long anything took.
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -33,14 +33,18 @@ void DelayHandoff(GstElement *, GstBuffer *buffer, gpointer seed) {
 }
 
 // videotestsrc (indexed by a stamper) ! gpufanout ! <branch(i)> ! gpufanin !
-// fakesink. Each branch must contain an element named b<i>.
+// fakesink. Each branch must contain an element named b<i>. The fan-in's
+// stall-timeout is out of reach: no test here is about it, and with the
+// default (2 s) a frame that a loaded machine delays that long would be
+// given up and missing from the output.
 std::string FanPipeline(int buffers, int lanes, const std::string& policy,
                         const std::function<std::string(int)>& branch) {
   std::string d = "videotestsrc name=src pattern=black";
   if (buffers > 0)
     d += " num-buffers=" + std::to_string(buffers);
   d += std::string(" ! ") + kCaps + " ! gpufanout name=f policy=" + policy +
-       "  gpufanin name=m ! fakesink name=out sync=false";
+       "  gpufanin name=m stall-timeout=" + std::to_string(kNoStallTimeout) +
+       " ! fakesink name=out sync=false";
   for (int i = 0; i < lanes; i++) {
     d += "  f.src_" + std::to_string(i) + " ! " + branch(i) + " ! m.sink_" +
          std::to_string(i);
@@ -177,6 +181,8 @@ TEST(PipelineUser, IssueLaunchLineDeliversEveryFrameInOrderAndPostsStats) {
       "f.src_1 ! identity sleep-time=4000 ! m.sink_1 "
       "f.src_2 ! identity sleep-time=8000 ! m.sink_2");
   ASSERT_TRUE(p.ok());
+  // The line as the issue has it, but for the stall timeout (see FanPipeline).
+  g_object_set(p.element("m"), "stall-timeout", kNoStallTimeout, nullptr);
   RecordLog& out = p.Record("out", "sink");
   GstMessage *stats = RunToEos(p);
 
@@ -565,9 +571,6 @@ TEST(PipelineBackpressure, OneBlockedLaneDoesNotStallTheOthersBeyondTheWindow) {
   } opener{gate};
   g_object_set(p.element("f"), "max-in-flight", kMaxInFlight, "queue-size",
                kQueueSize, nullptr);
-  // Only the bound may hold the output here, never the stall timeout.
-  g_object_set(p.element("m"), "stall-timeout",
-               static_cast<guint64>(3600 * GST_SECOND), nullptr);
   IndexStamper& stamp = p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
   RecordLog& lane0 = p.Record("b0", "src");
@@ -584,7 +587,29 @@ TEST(PipelineBackpressure, OneBlockedLaneDoesNotStallTheOthersBeyondTheWindow) {
         << "lane 1 never got a buffer >= " << gate.from;
     blocked_at = gate.blocked_at;
   }
-  // Wait (bounded) until upstream is held: the stamp count stops moving.
+  // How soon each of these happens depends on the machine, so the test waits
+  // for each (bounded). What comes before the blocked item comes out:
+  ASSERT_TRUE(out.WaitBuffers(static_cast<size_t>(blocked_at)))
+      << "the output did not reach the blocked item: " << out.Summary(20);
+  // the other lanes keep receiving until the in-flight bound is reached, and
+  // then upstream is held inside the push of one more (stamped) buffer:
+  const uint64_t at_bound =
+      static_cast<uint64_t>(blocked_at) + kMaxInFlight + 1;
+  ASSERT_TRUE(PollUntil([&] { return stamp.count() >= at_bound; }))
+      << "the other lanes stopped before the in-flight bound: " << stamp.count()
+      << " buffers stamped, lane 1 blocked at " << blocked_at;
+  // both of them:
+  for (RecordLog *lane : {&lane0, &lane2}) {
+    EXPECT_TRUE(lane->WaitFor([&](const std::vector<Entry>& entries) {
+      return std::any_of(entries.begin(), entries.end(), [&](const Entry& e) {
+        return e.is_buffer && e.index > blocked_at;
+      });
+    })) << "lane "
+        << (lane == &lane0 ? 0 : 2)
+        << " got nothing after lane 1 blocked: " << lane->Summary(20);
+  }
+  // Then upstream stays held: the stamp count stops moving (a settle, so it
+  // can only miss an excess on a slow machine, never invent one).
   uint64_t pushed = stamp.count();
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   for (;;) {
@@ -608,12 +633,6 @@ TEST(PipelineBackpressure, OneBlockedLaneDoesNotStallTheOthersBeyondTheWindow) {
       << "the other lanes stopped before the in-flight bound";
   EXPECT_LE(in_flight, kMaxInFlight + kQueueSize)
       << "more accepted than max-in-flight (+ one lane queue)";
-  for (RecordLog *lane : {&lane0, &lane2}) {
-    std::vector<int64_t> v = lane->BufferIndices();
-    EXPECT_TRUE(!v.empty() && v.back() > blocked_at)
-        << "lane " << (lane == &lane0 ? 0 : 2)
-        << " got nothing after lane 1 blocked: " << lane->Summary(20);
-  }
   GstStructure *s = GetStats(p.element("f"));
   ASSERT_NE(s, nullptr);
   guint stats_in_flight = 0, peak = 0;
