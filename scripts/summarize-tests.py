@@ -19,8 +19,16 @@ Counting rules:
     "scheduler-test (crash: SIGSEGV)";
   * a meson test that writes no XML at all counts as one case with meson's
     verdict;
+  * a sanitizer report (AddressSanitizer, LeakSanitizer, UndefinedBehavior-
+    Sanitizer's "runtime error:", ThreadSanitizer) in a test's output, its
+    own or a child process's, counts as one failed case per kind of report,
+    e.g. "tsan: gst-gpufan:gst / test-pipeline (ThreadSanitizer: data race)",
+    whether or not the binary ended OK; when the binary did not end OK, the
+    report stands for that failure;
   * --case NAME=passed|failed|skipped adds a case run outside meson (e.g. the
-    static checker).
+    static checker);
+  * --run PREFIX RESULTS TESTLOG adds another build's run (e.g. the sanitizer
+    builds): its cases are counted by the same rules, named "PREFIX: ...".
 
 Exit status: 1 if anything failed, else 0.
 """
@@ -28,6 +36,7 @@ Exit status: 1 if anything failed, else 0.
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import xml.etree.ElementTree as ET
@@ -86,6 +95,32 @@ def xml_paths_of(entry):
     return paths
 
 
+# The first line of a sanitizer report: the tool, and the kind of report.
+SANITIZER_REPORTS = [
+    ("AddressSanitizer", re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")),
+    ("LeakSanitizer",
+     re.compile(r"ERROR: LeakSanitizer: (detected memory leaks)")),
+    ("ThreadSanitizer",
+     re.compile(r"(?:WARNING|ERROR|FATAL): ThreadSanitizer: ([^(\n]+?) *(?:\(|$)",
+                re.M)),
+    ("UndefinedBehaviorSanitizer", re.compile(r": (runtime error): ")),
+]
+
+
+def sanitizer_reports(text):
+    """The kinds of sanitizer report in a test's output, once each, with the
+    line of the first one: [("ThreadSanitizer: data race", line), ...]."""
+    found = {}
+    for tool, pattern in SANITIZER_REPORTS:
+        for m in pattern.finditer(text):
+            kind = f"{tool}: {m.group(1)}"
+            if kind not in found:
+                start = text.rfind("\n", 0, m.start()) + 1
+                end = text.find("\n", m.end())
+                found[kind] = text[start:end if end >= 0 else None].strip()
+    return list(found.items())
+
+
 def describe_bad_end(entry):
     result = entry.get("result", "?")
     rc = entry.get("returncode")
@@ -109,35 +144,16 @@ def describe_bad_end(entry):
     return f"exit status {rc}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--results", default="build/tests/results",
-                    help="directory holding the GoogleTest XML files")
-    ap.add_argument("--testlog", default="build/meson-logs/testlog.json",
-                    help="meson's testlog.json")
-    ap.add_argument("--case", action="append", default=[],
-                    metavar="NAME=VERDICT",
-                    help="extra case run outside meson (passed/failed/skipped)")
-    ap.add_argument("--no-testlog-ok", action="store_true",
-                    help="do not count a missing testlog.json as a failure")
-    ap.add_argument("--quiet-skips", action="store_true",
-                    help="do not list skipped cases")
-    args = ap.parse_args()
-
-    cases = []  # (name, verdict, message)
-
-    for spec in args.case:
-        name, _, verdict = spec.rpartition("=")
-        if verdict not in ("passed", "failed", "skipped"):
-            ap.error(f"bad --case {spec!r}")
-        cases.append((name, verdict, ""))
-
+def run_cases(results, testlog, no_testlog_ok=False):
+    """The cases of one build's run: its XML reports and its testlog.json,
+    as a list of (name, verdict, message)."""
+    cases = []
     # Every XML report, keyed by its real path.
     reports = {}
-    if os.path.isdir(args.results):
-        for f in sorted(os.listdir(args.results)):
+    if os.path.isdir(results):
+        for f in sorted(os.listdir(results)):
             if f.endswith(".xml"):
-                p = os.path.normpath(os.path.abspath(os.path.join(args.results, f)))
+                p = os.path.normpath(os.path.abspath(os.path.join(results, f)))
                 try:
                     reports[p] = parse_xml(p)
                 except (ET.ParseError, OSError) as e:
@@ -146,8 +162,8 @@ def main():
 
     claimed = set()
     entries = []
-    if os.path.exists(args.testlog):
-        with open(args.testlog, encoding="utf-8", errors="replace") as fh:
+    if os.path.exists(testlog):
+        with open(testlog, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 line = line.strip()
                 if line:
@@ -155,7 +171,7 @@ def main():
                         entries.append(json.loads(line))
                     except json.JSONDecodeError:
                         pass
-    elif not args.no_testlog_ok:
+    elif not no_testlog_ok:
         cases.append(("meson-test (no testlog.json: meson test did not run)",
                       "failed", ""))
 
@@ -171,11 +187,15 @@ def main():
             # meson names tests "project:suite / name".
             for stem in (name.rsplit(" / ", 1)[-1], exe):
                 p = os.path.normpath(os.path.abspath(
-                    os.path.join(args.results, stem + ".xml")))
+                    os.path.join(results, stem + ".xml")))
                 if stem and p in reports and p not in claimed:
                     paths = [p]
                     break
         claimed.update(paths)
+        found = sanitizer_reports(
+            (entry.get("stdout") or "") + "\n" + (entry.get("stderr") or ""))
+        for kind, line in found:
+            cases.append((f"{name} ({kind})", "failed", line))
         own = []
         readable = bool(paths)
         for p in paths:
@@ -193,8 +213,11 @@ def main():
             if not paths:
                 cases.append((name, "skipped", "meson test skipped"))
             continue
-        # The binary did not end OK. Its own failed cases explain it, unless
-        # there are none (crash, timeout, leak at exit, missing report).
+        # The binary did not end OK. Its own failed cases or a sanitizer's
+        # report explain it, unless there are none (crash, timeout, leak at
+        # exit, missing report).
+        if found and result != "TIMEOUT":
+            continue
         if not readable or not any(v == "failed" for _, v, _ in own):
             why = describe_bad_end(entry)
             if not paths:
@@ -210,6 +233,40 @@ def main():
                               "failed", ""))
             continue
         cases.extend(rep)
+    return cases
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default="build/tests/results",
+                    help="directory holding the GoogleTest XML files")
+    ap.add_argument("--testlog", default="build/meson-logs/testlog.json",
+                    help="meson's testlog.json")
+    ap.add_argument("--case", action="append", default=[],
+                    metavar="NAME=VERDICT",
+                    help="extra case run outside meson (passed/failed/skipped)")
+    ap.add_argument("--run", nargs=3, action="append", default=[],
+                    metavar=("PREFIX", "RESULTS", "TESTLOG"),
+                    help="another build's run (XML directory, testlog.json); "
+                    "its cases are named 'PREFIX: ...'")
+    ap.add_argument("--no-testlog-ok", action="store_true",
+                    help="do not count a missing testlog.json as a failure")
+    ap.add_argument("--quiet-skips", action="store_true",
+                    help="do not list skipped cases")
+    args = ap.parse_args()
+
+    cases = []  # (name, verdict, message)
+
+    for spec in args.case:
+        name, _, verdict = spec.rpartition("=")
+        if verdict not in ("passed", "failed", "skipped"):
+            ap.error(f"bad --case {spec!r}")
+        cases.append((name, verdict, ""))
+
+    cases.extend(run_cases(args.results, args.testlog, args.no_testlog_ok))
+    for prefix, results, testlog in args.run:
+        cases.extend((f"{prefix}: {n}", v, m)
+                     for n, v, m in run_cases(results, testlog))
 
     passed = sum(1 for _, v, _ in cases if v == "passed")
     failed = [c for c in cases if c[1] == "failed"]

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Developer tool, not built by meson: see docs/testing.md ("ThreadSanitizer").
+// Built by meson in a -Db_sanitize=thread build and preloaded by its test
+// setup (tests/sanitizers/meson.build; docs/testing.md, "ThreadSanitizer").
 // LD_PRELOAD shim: tell TSan about GLib/GStreamer synchronisation that it
 // cannot see (GMutex/GCond are futex based, refcounts are inlined atomics).
 #define _GNU_SOURCE
