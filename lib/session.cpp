@@ -230,7 +230,6 @@ void Session::ClaimLane(uint32_t lane) {
   if (!l || l->claimed)
     return;
   l->claimed = true;
-  l->claimed_from_seq = next_seq_;
 }
 
 bool Session::IsLaneClaimed(uint32_t lane) const {
@@ -492,7 +491,6 @@ bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
     it->started_ns = clock_->NowNs();
     l->in_push = true;
     l->pushing_seq = seq;
-    l->push_ns = it->started_ns;
   }
   const bool notify = ClaimAdmitNotifyUnlocked();
   lock.unlock();
@@ -540,8 +538,7 @@ void Session::EndInput() {
   if (input_ended_)
     return;
   input_ended_ = true;
-  input_ended_ns_ = clock_->NowNs();
-  UpdateAccountedUnlocked(input_ended_ns_);
+  UpdateAccountedUnlocked(clock_->NowNs());
   NotifyAllUnlocked();
 }
 
@@ -885,7 +882,6 @@ void Session::Reset() {
   }
   in_flight_ = 0;
   input_ended_ = false;
-  input_ended_ns_ = kNoTime;
   accounted_since_ns_ = kNoTime;
   NotifyAllUnlocked();
 }

@@ -262,16 +262,14 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     double weight = 1.0;
     bool eligible = true;
     bool claimed = false;
-    // The worker is inside the push of item `pushing_seq` (since push_ns).
+    // The worker is inside the push of item `pushing_seq`.
     bool in_push = false;
     uint64_t pushing_seq = 0;
-    int64_t push_ns = kNoTime;
     // Stalled (LaneState::kStalled): why and since when.
     bool stalled = false;
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
-    uint64_t claimed_from_seq = 0;  // items below it were dispatched unawaited
     std::deque<Outstanding> outstanding;  // FIFO, oldest first
     // (pts, seq) of recent stall expiries: recognized without their meta.
     std::deque<std::pair<int64_t, uint64_t>> expired;
@@ -357,7 +355,6 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint64_t generation_ = 0;
   bool flushing_ = false;
   bool input_ended_ = false;
-  int64_t input_ended_ns_ = kNoTime;
   int64_t accounted_since_ns_ = kNoTime;  // see AccountedForSinceNs
   // Dispatch-to-arrival times (AddedLatencyNs): the largest of the current
   // and of the previous run of kSojournRun arrivals.
