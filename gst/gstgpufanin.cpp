@@ -1021,24 +1021,35 @@ stream_ends_now (GstGpuFanIn * self,
     bool paired;
     guint lane;
   };
-  std::vector<Waiting> waiting;
   *deadline_ns = gpufan::kNoTime;
+  bool all_eos;
   {
     std::lock_guard<std::mutex> lk (priv->lock);
-    if (priv->flushing || priv->eos_sent || priv->pads.empty ())
+    if (priv->flushing || priv->eos_sent)
       return false;
+    all_eos = all_pads_eos_unlocked (priv);
+  }
+  if (!session->WindowEmpty ())
+    return false;
+  if (all_eos)
+    return true;
+  const gint64 since = session->AccountedForSinceNs ();
+  if (since == gpufan::kNoTime)
+    return false;
+
+  /* Only now, once the input ended: which lanes are still without EOS. */
+  std::vector<Waiting> waiting;
+  bool no_pads;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    no_pads = priv->pads.empty ();
     for (auto & kv : priv->pads)
       if (!kv.second.eos)
         waiting.push_back (Waiting{ GST_OBJECT_NAME (kv.first),
             kv.second.paired, kv.second.lane });
   }
-  if (!session->WindowEmpty ())
-    return false;
   if (waiting.empty ())
-    return true;
-  const gint64 since = session->AccountedForSinceNs ();
-  if (since == gpufan::kNoTime)
-    return false;
+    return !no_pads; /* the last pad got EOS meanwhile */
 
   const gpufan::SessionStats stats = session->Stats ();
   auto lane_stats = [&stats] (guint id) -> const gpufan::LaneStats * {
