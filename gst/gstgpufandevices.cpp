@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "gpufan/cuda.h"
 #include "gpufan/topology.h"
@@ -60,21 +61,14 @@ gboolean
 gst_gpufan_parse_compute_capability (const gchar * text, gint * major,
     gint * minor)
 {
-  if (!text || !g_ascii_isdigit (text[0]))
+  if (!text)
     return FALSE;
-  gchar * end = nullptr;
-  guint64 ma = g_ascii_strtoull (text, &end, 10);
-  guint64 mi = 0;
-  if (*end == '.') {
-    const gchar * m = end + 1;
-    if (!g_ascii_isdigit (*m))
-      return FALSE;
-    mi = g_ascii_strtoull (m, &end, 10);
-  }
-  if (*end != '\0' || ma > 99 || mi > 99)
+  const std::optional<gpufan::ComputeCapability> cc
+      = gpufan::ParseComputeCapability (text);
+  if (!cc)
     return FALSE;
-  *major = (gint)ma;
-  *minor = (gint)mi;
+  *major = cc->major;
+  *minor = cc->minor;
   return TRUE;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gpufan/device-registry.h"
 #include "gpufan/device.h"
 #include "gpufan/placement.h"
 
@@ -28,7 +29,8 @@ guint64 gst_gpufan_device_free_memory (const gpufan::Device & device);
 gboolean gst_gpufan_bind_thread (const std::vector<int> & cpus,
     std::string * why_not);
 
-/* Parses "8.6" / "8" into a compute capability; FALSE on anything else. */
+/* Parses "8.6" / "8" into a compute capability; FALSE on anything else
+ * (gpufan::ParseComputeCapability). */
 gboolean gst_gpufan_parse_compute_capability (const gchar * text, gint * major,
     gint * minor);
 

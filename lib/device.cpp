@@ -2,11 +2,8 @@
 #include "gpufan/device.h"
 
 #include <algorithm>
-#include <thread>
-
-#include "gpufan/cuda.h"
-#include "gpufan/placement.h"
-#include "gpufan/topology.h"
+#include <cstddef>
+#include <string>
 
 namespace gpufan {
 
@@ -32,6 +29,41 @@ const char *SupportName(Support support) {
   return "unknown";
 }
 
+namespace {
+
+constexpr int kMaxComputeCapabilityPart = 99;
+
+// Reads the decimal digits at text[*pos...] (at least one); false when there
+// are none or their value is above kMaxComputeCapabilityPart.
+bool ReadPart(std::string_view text, size_t *pos, int *value) {
+  const size_t begin = *pos;
+  int v = 0;
+  while (*pos < text.size() && text[*pos] >= '0' && text[*pos] <= '9') {
+    // Saturates: any longer number is out of range anyway.
+    v = std::min(v * 10 + (text[*pos] - '0'), kMaxComputeCapabilityPart + 1);
+    ++*pos;
+  }
+  *value = v;
+  return *pos > begin && v <= kMaxComputeCapabilityPart;
+}
+
+}  // namespace
+
+std::optional<ComputeCapability> ParseComputeCapability(std::string_view text) {
+  ComputeCapability cc;
+  size_t pos = 0;
+  if (!ReadPart(text, &pos, &cc.major))
+    return std::nullopt;
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    if (!ReadPart(text, &pos, &cc.minor))
+      return std::nullopt;
+  }
+  if (pos != text.size())
+    return std::nullopt;
+  return cc;
+}
+
 Device Device::Cpu(int index) {
   Device device;
   device.kind = DeviceKind::kCpu;
@@ -47,42 +79,6 @@ std::string Device::Describe() const {
   if (numa_node >= 0)
     text += " (numa " + std::to_string(numa_node) + ")";
   return text;
-}
-
-DeviceRegistry DeviceRegistry::Discover() {
-  DeviceRegistry registry;
-  registry.devices_ = cuda::Discover(&registry.gpu_note_);
-  // hardware_concurrency() may return 0 when it cannot tell: one lane still
-  // works.
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  registry.devices_.reserve(registry.devices_.size() + cpus);
-  for (unsigned i = 0; i < cpus; ++i)
-    registry.devices_.push_back(Device::Cpu(static_cast<int>(i)));
-  // NUMA node and local CPUs, where the platform tells (hwloc).
-  const std::shared_ptr<const Topology> topology = Topology::System();
-  for (Device& device : registry.devices_)
-    topology->FillLocality(device);
-  return registry;
-}
-
-size_t DeviceRegistry::cpu_count() const {
-  return static_cast<size_t>(std::count_if(
-      devices_.begin(), devices_.end(),
-      [](const Device& d) { return d.kind == DeviceKind::kCpu; }));
-}
-
-size_t DeviceRegistry::gpu_count() const {
-  return static_cast<size_t>(std::count_if(
-      devices_.begin(), devices_.end(),
-      [](const Device& d) { return d.kind == DeviceKind::kCuda; }));
-}
-
-Device DeviceRegistry::DefaultForLane(uint32_t lane_index) const {
-  // What devices=auto with no hints gives: one rule, in PlaceLane. (It
-  // cannot fail: without GPUs it falls back to CPU lanes.)
-  return PlaceLane(DeviceSpec{}, PlacementHints{}, devices_, lane_index, -1,
-                   nullptr)
-      .device;
 }
 
 }  // namespace gpufan

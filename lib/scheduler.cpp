@@ -8,18 +8,6 @@ namespace gpufan {
 
 namespace {
 
-struct PolicyNick {
-  Policy policy;
-  const char *nick;
-};
-
-constexpr PolicyNick kPolicyNicks[] = {
-    {Policy::kRoundRobin, "round-robin"},
-    {Policy::kLeastLoaded, "least-loaded"},
-    {Policy::kWeighted, "weighted"},
-    {Policy::kAdaptive, "adaptive"},
-};
-
 // Index in `candidates` (lane ids, ascending) of the first id >= cursor,
 // wrapping to the first one: how ties and turns rotate.
 size_t RotatedIndex(const std::vector<uint32_t>& candidates, uint32_t cursor) {
@@ -37,8 +25,22 @@ uint32_t After(uint32_t lane) {
 
 }  // namespace
 
+const std::vector<PolicyInfo>& Policies() {
+  static const std::vector<PolicyInfo> policies = {
+      {Policy::kRoundRobin, "round-robin",
+       "Strict turn over the lanes (waits for the lane in turn)"},
+      {Policy::kLeastLoaded, "least-loaded",
+       "Lane with the fewest buffers in flight"},
+      {Policy::kWeighted, "weighted",
+       "Smooth weighted round-robin over the src pads' weight property"},
+      {Policy::kAdaptive, "adaptive",
+       "Earliest expected completion, learning each lane's speed"},
+  };
+  return policies;
+}
+
 const char *PolicyName(Policy policy) {
-  for (const PolicyNick& p : kPolicyNicks) {
+  for (const PolicyInfo& p : Policies()) {
     if (p.policy == policy)
       return p.nick;
   }
@@ -46,7 +48,7 @@ const char *PolicyName(Policy policy) {
 }
 
 std::optional<Policy> ParsePolicy(std::string_view nick) {
-  for (const PolicyNick& p : kPolicyNicks) {
+  for (const PolicyInfo& p : Policies()) {
     if (nick == p.nick)
       return p.policy;
   }

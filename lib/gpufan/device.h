@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Devices a lane can be bound to: CUDA GPUs (found through the driver loaded
-// at run time, see cuda.h) and CPU lanes.
+// Devices a lane can be bound to: CUDA GPUs and CPU lanes, as plain values.
+// Finding them is DeviceRegistry's (device-registry.h); this header depends
+// on nothing else of the library, so every other part can use it.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpufan/prelude.h"
@@ -19,6 +22,18 @@ GPUFAN_API const char *DeviceKindName(DeviceKind kind);
 enum class Support { kUnknown, kNo, kYes };
 
 GPUFAN_API const char *SupportName(Support support);
+
+// A CUDA compute capability. Plain value type.
+struct GPUFAN_API ComputeCapability {
+  int major = 0;
+  int minor = 0;
+};
+
+// "8.6", or "8" (minor 0): decimal digits, each part at most 99 (leading
+// zeros allowed). std::nullopt for anything else: empty, signs, spaces, a
+// dot without digits after it, a third part.
+GPUFAN_API std::optional<ComputeCapability> ParseComputeCapability(
+    std::string_view text);
 
 // Plain value type.
 struct GPUFAN_API Device {
@@ -42,33 +57,6 @@ struct GPUFAN_API Device {
   static Device Cpu(int index);
   // "cpu:0 (numa ?)" style description for logs and stats.
   std::string Describe() const;
-};
-
-// Discovers the devices of this machine.
-// Thread-safety: Discover() may be called from any thread; the object is
-// immutable afterwards.
-class GPUFAN_API DeviceRegistry {
- public:
-  // The CUDA devices (cuda::Discover(), ordered by ordinal) first, then one
-  // CPU device per online CPU (std::thread::hardware_concurrency, at least
-  // 1).
-  static DeviceRegistry Discover();
-
-  const std::vector<Device>& devices() const { return devices_; }
-  size_t cpu_count() const;
-  size_t gpu_count() const;
-  // Why there is no GPU ("libcuda.so.1 not found (no NVIDIA driver): ...",
-  // "built without CUDA support ..."): the text for the one warning a user
-  // should see. Empty when there are GPUs.
-  const std::string& gpu_note() const { return gpu_note_; }
-
-  // The device lane `lane_index` gets by default: GPUs round-robin when any
-  // exist, else CPU device `lane_index % cpu_count()`.
-  Device DefaultForLane(uint32_t lane_index) const;
-
- private:
-  std::vector<Device> devices_;
-  std::string gpu_note_;
 };
 
 }  // namespace gpufan

@@ -18,8 +18,20 @@ enum class Policy {
   kAdaptive,     // earliest expected completion with learned service times
 };
 
-// Nicks used by the GStreamer enum and by ParsePolicy: "round-robin",
-// "least-loaded", "weighted", "adaptive".
+// A policy's nick ("round-robin", "least-loaded", "weighted", "adaptive")
+// and what it does, in a user's words.
+struct PolicyInfo {
+  Policy policy;
+  const char *nick;
+  const char *description;
+};
+
+// The one table of policies, in the order of Policy's values: a binding's
+// enum (the GStreamer element's "policy" property) is built from it, its
+// values being static_cast<int>(policy). Static storage; thread-safe.
+GPUFAN_API const std::vector<PolicyInfo>& Policies();
+
+// The policy's nick (Policies()); ParsePolicy reads it back.
 GPUFAN_API const char *PolicyName(Policy policy);
 GPUFAN_API std::optional<Policy> ParsePolicy(std::string_view nick);
 

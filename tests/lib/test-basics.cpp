@@ -2,7 +2,12 @@
 // Clock, devices, policy names and the service-time estimator.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "gpufan/clock.h"
+#include "gpufan/device-registry.h"
 #include "gpufan/device.h"
 #include "gpufan/scheduler.h"
 #include "gpufan/service-time.h"
@@ -74,6 +79,43 @@ TEST(Policy, NamesRoundTrip) {
   EXPECT_STREQ(PolicyName(Policy::kAdaptive), "adaptive");
   EXPECT_FALSE(ParsePolicy("fastest").has_value());
   EXPECT_FALSE(ParsePolicy("").has_value());
+}
+
+TEST(Policy, OneTableInEnumOrderWithDescriptions) {
+  // A binding's enum values are the table's indices: the order is Policy's.
+  const std::vector<PolicyInfo>& policies = Policies();
+  ASSERT_EQ(policies.size(), 4u);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(policies[i].policy), i);
+    EXPECT_STREQ(policies[i].nick, PolicyName(policies[i].policy));
+    ASSERT_NE(policies[i].description, nullptr);
+    EXPECT_GT(std::string(policies[i].description).size(), 0u);
+  }
+  EXPECT_STREQ(policies[0].nick, "round-robin");
+  EXPECT_STREQ(policies[3].nick, "adaptive");
+}
+
+TEST(Device, ParsesComputeCapability) {
+  const struct {
+    const char *text;
+    int major, minor;
+  } good[] = {{"8.6", 8, 6}, {"8", 8, 0},       {"9.0", 9, 0},
+              {"0", 0, 0},   {"99.99", 99, 99}, {"08.06", 8, 6}};
+  for (const auto& g : good) {
+    const std::optional<ComputeCapability> cc = ParseComputeCapability(g.text);
+    ASSERT_TRUE(cc.has_value()) << g.text;
+    EXPECT_EQ(cc->major, g.major) << g.text;
+    EXPECT_EQ(cc->minor, g.minor) << g.text;
+  }
+}
+
+TEST(Device, RejectsMalformedComputeCapability) {
+  for (const char *bad :
+       {"", ".", "8.", ".6", "8.6.1", "8,6", " 8.6", "8.6 ", "+8", "-8", "8.-6",
+        "8.+6", "a", "8a", "100", "8.100", "99999999999999999999999",
+        "8.99999999999999999999"}) {
+    EXPECT_FALSE(ParseComputeCapability(bad).has_value()) << '"' << bad << '"';
+  }
 }
 
 TEST(ServiceTime, EmptyHasNoEstimate) {

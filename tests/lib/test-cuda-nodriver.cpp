@@ -12,6 +12,7 @@
 
 #include "cuda-driver-private.h"
 #include "gpufan/cuda.h"
+#include "gpufan/device-registry.h"
 #include "gpufan/device.h"
 
 namespace gpufan {
