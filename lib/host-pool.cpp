@@ -199,6 +199,11 @@ void HostPool::Release(const HostBlock& block) {
   ++stats_.blocks_idle;
 }
 
+uint64_t HostPool::RecordFallback() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.fallbacks++;
+}
+
 HostPoolStats HostPool::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

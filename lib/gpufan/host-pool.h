@@ -63,6 +63,9 @@ struct GPUFAN_API HostPoolStats {
   uint64_t bytes_pinned = 0;
   uint64_t bytes_node_bound = 0;  // bound to the node by the OS
   uint64_t evictions = 0;         // idle blocks freed to make room
+  // Requests the pool's user served from other memory after Acquire() failed
+  // (RecordFallback).
+  uint64_t fallbacks = 0;
   // Every block allocated so far was touched from a thread bound to the
   // node's CPUs (false before the first block).
   bool touched_on_node = false;
@@ -128,6 +131,10 @@ class GPUFAN_API HostPool {
   // Gives a block back for reuse. std::invalid_argument when it is not from
   // this pool or is already released.
   void Release(const HostBlock& block);
+  // The pool's user served a request from other memory because Acquire()
+  // failed (so that the statistics say how often). Returns the count before
+  // this one: 0 the first time.
+  uint64_t RecordFallback();
 
   HostPoolStats stats() const;
   int node() const { return node_; }

@@ -4,6 +4,8 @@
 // completions, and releases items in input order (ReorderWindow).
 //
 // Thread-safety: every public method is thread-safe (one internal mutex).
+// Stats() reads the lanes' host pools (LaneInfo) under it: lock order
+// Session, then HostPool.
 // The blocking methods (DispatchItem, WaitOutput) return early on
 // SetFlushing(true). Callers must not hold a lock of their own that another
 // Session caller may need while they block here. Payloads the session gives
@@ -117,6 +119,10 @@ struct ReadyBatch {
   bool latency_grew = false;
 };
 
+// The implementation is one file per concern: session.cpp (configuration,
+// lanes, flushing, notifications), session-admission.cpp (fan-out side),
+// session-lane-state.cpp (lane states, stalls, proofs), session-arrival.cpp
+// (fan-in side), session-release.cpp (output in order) and session-stats.cpp.
 class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
  public:
   static std::shared_ptr<Session> Create(
@@ -147,6 +153,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void SetLaneWeight(uint32_t lane, double weight);
   // The device the lane runs on changed (placement happens after AddLane).
   void SetLaneDevice(uint32_t lane, const Device& device);
+  // What the lane's statistics show of the fan-out's side of it (LaneStats::
+  // worker_thread, host_pool...); kept until the lane is removed.
+  void SetLaneInfo(uint32_t lane, LaneInfo info);
+  // The lane's worker copied a frame into its host pool (`copied`), or found
+  // it had to and could not.
+  void CountStaging(uint32_t lane, bool copied);
   // Ineligible lanes get no new items (unlinked, failed, ended, flushing).
   void SetLaneEligible(uint32_t lane, bool eligible);
   // A fan-in waits for the lane's items from now on.
@@ -276,7 +288,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     uint32_t queued = 0;
     int64_t last_completion_ns = kNoTime;
     ServiceTimeEstimator service;
-    LaneStats counters;  // the counting fields only
+    LaneStats counters;      // the counting fields only
+    bool described = false;  // SetLaneInfo was called
+    LaneInfo info;
   };
 
   Session(SessionConfig config, std::shared_ptr<Clock> clock);
@@ -290,7 +304,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ReadyBatch TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock);
   std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool *no_lanes);
   std::optional<uint32_t> ProbeLaneUnlocked();
-  std::chrono::nanoseconds AdmitWaitUnlocked() const;
+  // How long an admission wait may last before the adaptive policy's answer
+  // can change without an event; std::nullopt: only an event can change it.
+  std::optional<std::chrono::nanoseconds> AdaptiveRethinkUnlocked() const;
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
                                   int64_t now_ns);
   // Which lanes the scheduler may pick now (LaneState, tiers: see .cpp).
@@ -308,6 +324,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void UpdateSpreadAllowanceUnlocked();
   Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
+  void DecrementInFlightUnlocked();
   void DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
                                bool failed);
   void DropAllOutstandingUnlocked(Lane& lane);

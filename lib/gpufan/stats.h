@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "gpufan/device.h"
+#include "gpufan/host-pool.h"
 #include "gpufan/scheduler.h"
 
 namespace gpufan {
@@ -31,6 +34,16 @@ enum class StallKind {
 GPUFAN_API const char *LaneStateName(LaneState state);
 GPUFAN_API const char *StallKindName(StallKind kind);
 
+// What the fan-out knows of a lane beyond scheduling: where its worker runs
+// and the host pool it stages frames into. Set on the session
+// (Session::SetLaneInfo) so that every element paired through it shows the
+// same lane fields. Plain value type.
+struct LaneInfo {
+  std::string worker_thread;  // where the lane's worker thread runs
+  // The pool the lane stages frames into (staging.h); null: none.
+  std::shared_ptr<const HostPool> host_pool;
+};
+
 struct LaneStats {
   uint32_t lane = 0;
   Device device;
@@ -55,6 +68,16 @@ struct LaneStats {
   uint32_t in_flight = 0;  // dispatched, not yet completed
   int64_t service_ns = 0;  // learned service time (0: not known yet)
   double fps = 0.0;        // completed / time since the first dispatch
+  // What the fan-out told (Session::SetLaneInfo, CountStaging); `described`
+  // false: nothing yet, and the fields below are empty.
+  bool described = false;
+  std::string worker_thread;
+  uint64_t copies = 0;          // frames copied into the lane's host pool
+  uint64_t copies_skipped = 0;  // frames that could not be (pool full, ...)
+  bool has_host_pool = false;
+  int host_pool_node = -1;  // the pool's NUMA node, -1: unknown
+  bool host_pool_pins = false;
+  HostPoolStats host_pool;  // read when the statistics were taken
 };
 
 struct SessionStats {

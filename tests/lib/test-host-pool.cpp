@@ -309,6 +309,14 @@ TEST(HostPool, UnknownNodeGivesOrdinaryMemory) {
   pool.Release(b);
 }
 
+TEST(HostPool, CountsTheFallbacksItsUserReports) {
+  HostPool pool(-1, nullptr, 4 * kMiB, nullptr);
+  EXPECT_EQ(pool.stats().fallbacks, 0u);
+  EXPECT_EQ(pool.RecordFallback(), 0u);  // the first: its user warns once
+  EXPECT_EQ(pool.RecordFallback(), 1u);
+  EXPECT_EQ(pool.stats().fallbacks, 2u);
+}
+
 TEST(HostPool, FakeTopologyNodeGivesUnboundMemory) {
   if (!GPUFAN_TEST_HAVE_HWLOC)
     GTEST_SKIP() << "libgpufan was built without hwloc: no fake topology";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpufan/session.h"
+#include "lane-stats.h"
 
 namespace gpufan {
 namespace {
@@ -69,11 +70,7 @@ class SessionTest : public ::testing::Test {
   Strings Take() { return Describe(session_->TakeReady().items); }
 
   const LaneStats& Lane(const SessionStats& s, uint32_t lane) {
-    for (const LaneStats& l : s.lanes)
-      if (l.lane == lane)
-        return l;
-    ADD_FAILURE() << "no lane " << lane;
-    return s.lanes.front();
+    return LaneOf(s, lane);
   }
 
   std::shared_ptr<ManualClock> clock_ =

@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The fan-out side: admission (the in-flight limit and the lanes' queues),
+// the choice of a lane, and the items' way into their branch.
+#include "gpufan/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+namespace gpufan {
+
+namespace {
+
+// While the adaptive policy waits for a full lane, its answer drifts with
+// that lane's progress (no event announces when it turns): it is asked again
+// this often, until the lane's stop-waiting moment.
+constexpr std::chrono::nanoseconds kAdaptiveRethinkSlice{100'000'000};
+constexpr size_t kEventPositionsKept = 64;
+
+}  // namespace
+
+uint32_t Session::EffectiveMaxInFlight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return EffectiveMaxInFlightUnlocked();
+}
+
+uint32_t Session::EffectiveMaxInFlightUnlocked() const {
+  if (config_.max_in_flight > 0)
+    return config_.max_in_flight;
+  const uint32_t lanes =
+      std::max<uint32_t>(1, static_cast<uint32_t>(lanes_.size()));
+  const uint32_t base = lanes * (config_.lane_queue_size + 2);
+  // Only adaptive uses it: it gives idle slow lanes an item when the bound has
+  // room for what the others complete meanwhile.
+  if (config_.policy != Policy::kAdaptive)
+    return base;
+  return base + std::min(spread_allowance_, base);
+}
+
+void Session::UpdateSpreadAllowanceUnlocked() {
+  // Lanes of different speeds: while the slowest works on one item, lane d
+  // completes slowest / t_d of them, and all wait behind it in the window.
+  // Room for those beyond one per lane. It only grows: a limit that shrank
+  // below what is in flight would also stop the probes that prove a lost
+  // head (ProbeLaneUnlocked).
+  int64_t slowest = 0;
+  for (const auto& [id, l] : lanes_)
+    slowest = std::max(slowest, l.service.EstimateNs());
+  if (slowest == 0)
+    return;
+  double behind = 0.0;
+  uint32_t known = 0;
+  for (const auto& [id, l] : lanes_) {
+    const int64_t t = l.service.EstimateNs();
+    if (t <= 0)
+      continue;
+    behind += static_cast<double>(slowest) / static_cast<double>(t);
+    known++;
+  }
+  const double extra = std::min(std::floor(behind) - known, 65536.0);
+  if (extra > spread_allowance_)
+    spread_allowance_ = static_cast<uint32_t>(extra);
+}
+
+Dispatch Session::DispatchItem(int64_t pts_ns) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (flushing_)
+      return Dispatch{DispatchStatus::kFlushing};
+    bool no_lanes = false;
+    if (std::optional<Dispatch> d = TryDispatchUnlocked(pts_ns, &no_lanes))
+      return *d;
+    if (no_lanes)
+      return Dispatch{DispatchStatus::kNoLanes};
+    // Every event that can make room notifies admit_cv_ (see the callers of
+    // NotifyAdmitUnlocked); only the adaptive policy's answer also changes
+    // with time alone.
+    admit_waiters_++;
+    if (const std::optional<std::chrono::nanoseconds> rethink =
+            AdaptiveRethinkUnlocked())
+      admit_cv_.wait_for(lock, *rethink);
+    else
+      admit_cv_.wait(lock);
+    admit_waiters_--;
+    admit_notified_ = false;
+  }
+}
+
+std::optional<std::chrono::nanoseconds> Session::AdaptiveRethinkUnlocked()
+    const {
+  // Only a real-time clock's moments map onto a real-time wait; with an
+  // injected clock only events end the wait.
+  if (config_.policy != Policy::kAdaptive || !real_time_clock_)
+    return std::nullopt;
+  const int64_t now = clock_->NowNs();
+  const size_t eligible =
+      std::count_if(lanes_.begin(), lanes_.end(),
+                    [](const auto& kv) { return kv.second.eligible; });
+  std::optional<int64_t> due;
+  auto until = [&](int64_t at) {
+    if (at > now && (!due || at < *due))
+      due = at;
+  };
+  for (const auto& [id, l] : lanes_) {
+    if (!l.eligible || l.outstanding.empty())
+      continue;
+    const Outstanding& head = l.outstanding.front();
+    const int64_t service = l.service.EstimateNs();
+    // A lane without a sample takes more once its first item has run
+    // kFirstSampleWaitNs.
+    if (eligible > 1 && service <= 0 && head.started_ns != kNoTime)
+      until(head.started_ns + Scheduler::kFirstSampleWaitNs);
+    if (l.queued < config_.lane_queue_size &&
+        !Scheduler::QueueHorizonReached(
+            static_cast<uint32_t>(l.outstanding.size()), service))
+      continue;
+    // A full lane is waited for while it may free a slot soon: the scores
+    // move with its head's progress (Scheduler::EffectiveServiceNs), and
+    // after kStallFactor service times it is not waited for any more.
+    const int64_t since =
+        head.started_ns != kNoTime
+            ? head.started_ns
+            : std::max(head.dispatched_ns, l.last_completion_ns);
+    const int64_t stop = Scheduler::StopWaitingAtNs(since, service);
+    if (stop > now)
+      until(std::min(stop, now + kAdaptiveRethinkSlice.count()));
+  }
+  if (!due)
+    return std::nullopt;
+  return std::chrono::nanoseconds(*due - now);
+}
+
+std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (flushing_)
+    return Dispatch{DispatchStatus::kFlushing};
+  bool no_lanes = false;
+  std::optional<Dispatch> d = TryDispatchUnlocked(pts_ns, &no_lanes);
+  if (!d && no_lanes)
+    return Dispatch{DispatchStatus::kNoLanes};
+  return d;
+}
+
+std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
+                                                     bool *no_lanes) {
+  *no_lanes = false;
+  bool joining = false;
+  SchedulableUnlocked(&schedulable_, &joining);
+  if (std::none_of(schedulable_.begin(), schedulable_.end(),
+                   [](bool b) { return b; })) {
+    *no_lanes = true;
+    return std::nullopt;
+  }
+  const int64_t now = clock_->NowNs();
+  // Checked before Choose(): a kLane pick commits the scheduler's cursors.
+  const uint32_t limit = EffectiveMaxInFlightUnlocked();
+  if (in_flight_ >= limit) {
+    // Probes (see ProbeLaneUnlocked) go at most a lane queue past the limit.
+    if (in_flight_ > limit + config_.lane_queue_size)
+      return std::nullopt;
+    const std::optional<uint32_t> probe = ProbeLaneUnlocked();
+    if (!probe)
+      return std::nullopt;
+    Dispatch d = RecordDispatchUnlocked(*probe, pts_ns, now);
+    d.lanes_joining = joining;
+    return d;
+  }
+
+  loads_.clear();
+  size_t index = 0;
+  for (const auto& [id, l] : lanes_) {
+    LaneLoad load;
+    load.lane = id;
+    load.eligible = schedulable_[index++];
+    load.has_room = l.queued < config_.lane_queue_size;
+    load.outstanding = static_cast<uint32_t>(l.outstanding.size());
+    load.weight = l.weight;
+    load.service_ns = l.service.EstimateNs();
+    load.head_started_ns =
+        l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
+    if (!l.outstanding.empty() && load.head_started_ns < 0)
+      load.head_ready_ns =
+          std::max(l.outstanding.front().dispatched_ns, l.last_completion_ns);
+    loads_.push_back(load);
+  }
+  const Pick pick = scheduler_.Choose(loads_, now, limit - in_flight_);
+  if (pick.status == PickStatus::kNone) {
+    *no_lanes = true;
+    return std::nullopt;
+  }
+  if (pick.status == PickStatus::kWait)
+    return std::nullopt;
+  Dispatch d = RecordDispatchUnlocked(pick.lane, pts_ns, now);
+  d.lanes_joining = joining;
+  return d;
+}
+
+std::optional<uint32_t> Session::ProbeLaneUnlocked() {
+  // The window is full and waits for its head. If the head's lane has pushed
+  // everything it was given and is idle, its branch may have dropped the head
+  // (and what followed), and only a later item on that FIFO lane can prove it:
+  // sending one more beats waiting the whole stall timeout. Bounded: at most
+  // lane_queue_size + 1 items outstanding on that lane, and as many in flight
+  // beyond the limit.
+  if (!window_.HeadPending())
+    return std::nullopt;
+  const uint64_t head = window_.head_seq();
+  Lane *l = FindLaneUnlocked(window_.head_lane());
+  if (!l || !l->eligible || l->stalled || l->queued > 0 ||
+      l->outstanding.size() > config_.lane_queue_size ||
+      (config_.policy == Policy::kWeighted && !(l->weight > 0.0)))
+    return std::nullopt;
+  bool has_head = false;
+  for (const Outstanding& item : l->outstanding) {
+    if (item.started_ns == kNoTime)
+      return std::nullopt;
+    has_head = has_head || item.seq == head;
+  }
+  if (!has_head)
+    return std::nullopt;
+  return window_.head_lane();
+}
+
+Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
+                                         int64_t now_ns) {
+  Lane& lane = lanes_.at(lane_id);
+  Outstanding item;
+  item.seq = next_seq_++;
+  item.pts_ns = pts_ns;
+  item.dispatched_ns = now_ns;
+  item.awaited = lane.claimed;
+  lane.outstanding.push_back(item);
+  lane.queued++;
+  lane.counters.dispatched++;
+  dispatched_++;
+  in_flight_++;
+  if (item.awaited)
+    window_.Open(item.seq, lane_id, now_ns);
+  if (first_dispatch_ns_ == kNoTime)
+    first_dispatch_ns_ = now_ns;
+  return Dispatch{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
+}
+
+bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return false;
+  // `queued` mirrors the lane worker's queue, which this item just left, even
+  // when the session has already given up on the item (stall, flush).
+  if (l->queued > 0)
+    l->queued--;
+  auto it = FindOutstandingUnlocked(*l, seq);
+  const bool tracked = it != l->outstanding.end();
+  if (tracked) {
+    it->started_ns = clock_->NowNs();
+    l->in_push = true;
+    l->pushing_seq = seq;
+  }
+  const bool notify = ClaimAdmitNotifyUnlocked();
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
+  return tracked;
+}
+
+bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return false;
+  if (l->in_push && l->pushing_seq == seq)
+    l->in_push = false;
+  auto it = FindOutstandingUnlocked(*l, seq);
+  // Gone already: it arrived, expired, or the lane was reset. A stalled
+  // lane's worker that got out of its push shows whether the branch answers
+  // again.
+  if (it == l->outstanding.end()) {
+    if (l->stalled && l->claimed && outcome == PushOutcome::kDelivered) {
+      l->counters.markers++;
+      return true;
+    }
+    return false;
+  }
+  // The fan-in completes delivered items it waits for; until then a marker
+  // behind it proves it dropped if the branch drops it.
+  if (it->awaited && outcome == PushOutcome::kDelivered) {
+    l->counters.markers++;
+    return true;
+  }
+  const Outstanding item = *it;
+  l->outstanding.erase(it);
+  if (outcome == PushOutcome::kDelivered)
+    CompleteUnlocked(*l, item, clock_->NowNs());
+  else
+    DropOutstandingUnlocked(*l, item, outcome == PushOutcome::kFailed);
+  NotifyAllUnlocked();
+  return false;
+}
+
+void Session::EndInput() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (input_ended_)
+    return;
+  input_ended_ = true;
+  UpdateAccountedUnlocked(clock_->NowNs());
+  NotifyAllUnlocked();
+}
+
+bool Session::input_ended() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return input_ended_;
+}
+
+uint64_t Session::MarkEventPosition(uint32_t event_key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t position = next_seq_;
+  event_positions_.emplace_back(event_key, position);
+  while (event_positions_.size() > kEventPositionsKept)
+    event_positions_.pop_front();
+  return position;
+}
+
+std::optional<uint64_t> Session::EventPosition(uint32_t event_key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Newest first: a key seen twice means its latest position.
+  for (auto it = event_positions_.rbegin(); it != event_positions_.rend();
+       ++it) {
+    if (it->first == event_key)
+      return it->second;
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpufan

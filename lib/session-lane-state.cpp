@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Where each lane stands (LaneState): which lanes the scheduler may pick, how
+// a lane stalls, and how a marker or an arrival proves it alive again and its
+// lost items dropped.
+#include "gpufan/session.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace gpufan {
+
+namespace {
+
+constexpr size_t kExpiredKept = 32;
+
+}  // namespace
+
+const char *LaneStateName(LaneState state) {
+  switch (state) {
+    case LaneState::kActive:
+      return "active";
+    case LaneState::kInactive:
+      return "inactive";
+    case LaneState::kJoining:
+      return "joining";
+    case LaneState::kStalled:
+      return "stalled";
+  }
+  return "?";
+}
+
+const char *StallKindName(StallKind kind) {
+  switch (kind) {
+    case StallKind::kNone:
+      return "none";
+    case StallKind::kBlocked:
+      return "blocked";
+    case StallKind::kSilent:
+      return "silent";
+  }
+  return "?";
+}
+
+bool Session::AnyClaimedUnlocked() const {
+  for (const auto& [id, l] : lanes_)
+    if (l.claimed && l.eligible)
+      return true;
+  return false;
+}
+
+LaneState Session::StateOfUnlocked(const Lane& lane, bool any_claimed) {
+  if (!lane.eligible)
+    return LaneState::kInactive;
+  if (lane.stalled)
+    return LaneState::kStalled;
+  if (!lane.claimed && any_claimed)
+    return LaneState::kJoining;
+  return LaneState::kActive;
+}
+
+// The lanes the scheduler may pick, in lanes_ order: the active ones; while
+// there are none, the joining ones (a fan-in whose lanes all went away must
+// not stop the stream: their items are placed in turn or dropped as late,
+// never released ahead of older ones); while there are none of those either,
+// the stalled ones (one lane that is merely slow must not fail the stream).
+void Session::SchedulableUnlocked(std::vector<bool> *schedulable,
+                                  bool *joining) {
+  // Higher is picked first; inactive lanes never.
+  auto rank = [](LaneState state) {
+    switch (state) {
+      case LaneState::kActive:
+        return 3;
+      case LaneState::kJoining:
+        return 2;
+      case LaneState::kStalled:
+        return 1;
+      case LaneState::kInactive:
+        break;
+    }
+    return 0;
+  };
+  const bool any_claimed = AnyClaimedUnlocked();
+  lane_ranks_.clear();
+  int best = 0;
+  *joining = false;
+  for (const auto& [id, l] : lanes_) {
+    const LaneState state = StateOfUnlocked(l, any_claimed);
+    *joining |= state == LaneState::kJoining;
+    lane_ranks_.push_back(rank(state));
+    best = std::max(best, lane_ranks_.back());
+  }
+  schedulable->clear();
+  for (int r : lane_ranks_)
+    schedulable->push_back(best > 0 && r == best);
+}
+
+void Session::ProveLane(uint32_t lane, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ProveLaneUnlocked(lane, seq);
+  NotifyAllUnlocked();
+}
+
+ReadyBatch Session::ProveLaneAndTakeReady(uint32_t lane, uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  defer_admit_notify_ = true;
+  ProveLaneUnlocked(lane, seq);
+  NotifyAdmitUnlocked();
+  return TakeReadyAndUnlock(lock);
+}
+
+void Session::ProveLaneUnlocked(uint32_t lane, uint64_t seq) {
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  HeardFromUnlocked(*l);
+  // The marker followed item `seq` on the FIFO lane: what was pushed before
+  // it and is still outstanding was dropped by the branch.
+  auto& fifo = l->outstanding;
+  auto end = std::find_if(fifo.begin(), fifo.end(),
+                          [seq](const Outstanding& o) { return o.seq > seq; });
+  for (auto it = fifo.begin(); it != end; ++it)
+    DropOutstandingUnlocked(*l, *it, false);
+  fifo.erase(fifo.begin(), end);
+}
+
+void Session::HeardFromUnlocked(Lane& lane) {
+  if (!lane.stalled)
+    return;
+  // Something came back: the lane answers again.
+  lane.stalled = false;
+  lane.stall_kind = StallKind::kNone;
+  NotifyAllUnlocked();
+}
+
+void Session::LaneEnded(uint32_t lane) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane))
+    DropAllOutstandingUnlocked(*l);
+}
+
+void Session::DropAllOutstandingUnlocked(Lane& lane) {
+  for (const Outstanding& item : lane.outstanding)
+    DropOutstandingUnlocked(lane, item, false);
+  lane.outstanding.clear();
+  lane.queued = 0;
+  NotifyAllUnlocked();
+}
+
+// A head that waited stall-timeout is given up, and its lane is stalled. A
+// later item of a lane that is still stalled (nothing came back from it
+// since) is given up as soon as it becomes the head: the lane is FIFO, so it
+// is stuck behind the one given up, and waiting stall-timeout for each of
+// them would cost as many timeouts as the lane had items out.
+bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
+  if (!window_.HeadPending())
+    return false;
+  const uint64_t seq = window_.head_seq();
+  Lane *l = FindLaneUnlocked(window_.head_lane());
+  const bool lane_stalled = l && l->stalled;
+  if (!lane_stalled &&
+      now_ns - window_.head_since_ns() < config_.stall_timeout_ns)
+    return false;
+  window_.ExpireHead();
+  if (!l)
+    return true;
+  l->counters.timed_out++;
+  if (!lane_stalled)
+    StallLaneUnlocked(*l, seq, now_ns);
+  auto it = FindOutstandingUnlocked(*l, seq);
+  if (it == l->outstanding.end())
+    return true;
+  // If it still comes back without its meta, its pts is all that tells it
+  // from the lane's next item.
+  if (it->pts_ns != kNoTime) {
+    l->expired.emplace_back(it->pts_ns, seq);
+    while (l->expired.size() > kExpiredKept)
+      l->expired.pop_front();
+  }
+  l->outstanding.erase(it);
+  return true;
+}
+
+// Nothing came back from the lane while one of its items was the head for
+// stall-timeout: it gets no new items while another lane can take them,
+// until anything comes back from it (HeardFromUnlocked).
+void Session::StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns) {
+  lane.counters.stalls++;
+  lane.stalled = true;
+  lane.stall_kind = lane.in_push ? StallKind::kBlocked : StallKind::kSilent;
+  lane.stalled_seq = lane.in_push ? lane.pushing_seq : head_seq;
+  lane.stalled_ns = now_ns;
+  NotifyAllUnlocked();
+}
+
+}  // namespace gpufan

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The window's output: what may leave now, in input order, and the fan-in's
+// wait for it.
+#include "gpufan/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace gpufan {
+
+namespace {
+
+// Longest single WaitOutput sleep; keeps wait_for clear of overflow.
+constexpr int64_t kMaxOutputWaitNs = 3600LL * 1'000'000'000LL;
+
+}  // namespace
+
+ReadyBatch Session::TakeReady() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return TakeReadyUnlocked();
+}
+
+ReadyBatch Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock) {
+  ReadyBatch batch = TakeReadyUnlocked();
+  defer_admit_notify_ = false;
+  const bool notify = admit_notify_deferred_;
+  admit_notify_deferred_ = false;
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
+  return batch;
+}
+
+ReadyBatch Session::TakeReadyUnlocked() {
+  const int64_t now = clock_->NowNs();
+  ReadyBatch batch;
+  do {
+    window_.PopSettled(batch.items, now);
+  } while (ExpireStalledHeadUnlocked(now));
+  // Several payloads may share one seq: an item leaves (and stops counting as
+  // in flight) once, however many buffers it became.
+  bool counted_any = false;
+  uint64_t last_seq = 0;
+  for (const Released& r : batch.items) {
+    if (r.lane == kNoLane || (counted_any && r.seq == last_seq))
+      continue;
+    counted_any = true;
+    last_seq = r.seq;
+    released_++;
+    DecrementInFlightUnlocked();
+  }
+  if (counted_any)
+    NotifyAdmitUnlocked();
+  UpdateAccountedUnlocked(now);
+  CheckLatencyUnlocked(&batch);
+  batch.generation = generation_;
+  return batch;
+}
+
+void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto moved = [&] {
+    return generation_ != generation || flushing_;
+  };
+  if (moved() || max_wait_ns <= 0)
+    return;
+  int64_t wait_ns = std::min(max_wait_ns, kMaxOutputWaitNs);
+  if (window_.HeadPending()) {
+    const int64_t remaining =
+        config_.stall_timeout_ns - (clock_->NowNs() - window_.head_since_ns());
+    if (remaining <= 0)
+      return;  // TakeReady expires the head now
+    // Only a real-time clock's deadline maps onto a real-time wait; an injected
+    // clock moves by itself, so the caller's bound applies.
+    if (real_time_clock_)
+      wait_ns = std::min(wait_ns, remaining);
+  }
+  output_waiters_++;
+  output_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), moved);
+  output_waiters_--;
+  output_notified_ = false;
+}
+
+void Session::WakeOutput() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  generation_++;
+  NotifyOutputUnlocked();
+}
+
+bool Session::WindowEmpty() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return window_.empty();
+}
+
+int64_t Session::AccountedForSinceNs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return accounted_since_ns_;
+}
+
+void Session::UpdateAccountedUnlocked(int64_t now_ns) {
+  if (!input_ended_ || !window_.empty() || accounted_since_ns_ != kNoTime)
+    return;
+  accounted_since_ns_ = now_ns;
+  // The fan-in's output task decides on EOS from here on.
+  generation_++;
+  NotifyOutputUnlocked();
+}
+
+bool Session::HoldsArrivedFrom(uint32_t lane) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return window_.HoldsArrivedFrom(lane);
+}
+
+}  // namespace gpufan
