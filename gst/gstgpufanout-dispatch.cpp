@@ -135,7 +135,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       priv->session->SetFlushing (true);
       std::vector<LanePtr> lanes = snapshot_lanes (self);
       for (const LanePtr & lane : lanes)
-        lane_set_flushing (lane, true);
+        lane_stop (self, lane, LaneState::kFlushing);
       gboolean res = gst_pad_event_default (pad, parent, event);
       /* the pushes the lanes were blocked in have returned by now */
       for (const LanePtr & lane : lanes)
@@ -145,20 +145,15 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_FLUSH_STOP: {
       priv->session->Reset ();
       std::vector<LanePtr> lanes = snapshot_lanes (self);
-      for (const LanePtr & lane : lanes) {
-        GstFlowReturn r = lane->last_ret.load ();
-        if (r == GST_FLOW_FLUSHING || r == GST_FLOW_EOS)
-          lane->last_ret = GST_FLOW_OK;
-        std::lock_guard<std::mutex> lk (lane->lock);
-        lane->eos_pushed = false;
-      }
+      for (const LanePtr & lane : lanes)
+        lane_reset_result (self, lane, false);
       priv->stats_posted = false;
       gboolean res = gst_pad_event_default (pad, parent, event);
       priv->session->SetFlushing (false);
       /* only lanes whose pad is still active restart (not during
        * PAUSED->READY) */
       for (const LanePtr & lane : lanes)
-        restart_lane (self, lane);
+        lane_restart (self, lane);
       return res;
     }
     case GST_EVENT_GAP: {

@@ -37,13 +37,43 @@ fanout::snapshot_lanes (GstGpuFanOut * self)
   return out;
 }
 
-/* Returns FALSE (and leaves @item to be freed) if the lane is flushing. */
+static bool
+flow_is_fatal (GstFlowReturn ret)
+{
+  return ret < GST_FLOW_EOS;
+}
+
+static gboolean start_lane_task_unlocked (const LanePtr & lane);
+static void copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad,
+    bool with_segment);
+
+/* The one place that says whether a lane takes items. */
+static bool
+lane_takes_items_unlocked (const LanePtr & lane)
+{
+  return lane->state == LaneState::kRunning && lane->linked.load ()
+      && lane->result == GST_FLOW_OK;
+}
+
+/* Every transition ends here: the Session learns whether the lane takes
+ * items, the chain function combines the results again, and whoever waits
+ * on the lane (its worker, a serialized query) looks again. */
+static void
+lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+{
+  self->priv->session->SetLaneEligible (lane->id,
+      lane_takes_items_unlocked (lane));
+  self->priv->lane_results_changed = true;
+  lane->cond.notify_all ();
+}
+
+/* Returns FALSE (and leaves @item to be freed) unless the lane runs. */
 gboolean
 fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
 {
   {
     std::lock_guard<std::mutex> lk (lane->lock);
-    if (lane->flushing)
+    if (lane->state != LaneState::kRunning)
       return FALSE;
     lane->queue.push_back (std::move (item));
   }
@@ -53,44 +83,100 @@ fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
   return TRUE;
 }
 
-/* Stops (or restarts) a lane's queue; flushed items are dropped. (The sticky
- * events among them are not lost: a lane restarting after a flush gets the
- * sink pad's current ones, see restart_lane.) */
+/* Stops a lane's queue (kInactive or kFlushing); queued items are dropped.
+ * (The sticky events among them are not lost: a lane restarting after a
+ * flush gets the sink pad's current ones, see lane_restart.) */
 void
-fanout::lane_set_flushing (const LanePtr & lane, bool flushing)
+fanout::lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state)
 {
   std::deque<QueuedItem> dropped;
   {
     std::lock_guard<std::mutex> lk (lane->lock);
-    lane->flushing = flushing;
-    if (flushing)
-      dropped.swap (lane->queue);
-    lane->cond.notify_all ();
+    /* a flush does not wake an inactive lane */
+    if (state == LaneState::kInactive || lane->state == LaneState::kRunning)
+      lane->state = state;
+    dropped.swap (lane->queue);
+    lane_changed_unlocked (self, lane);
   }
   /* dropped items are unreffed here, outside the lock */
 }
 
-static bool
-flow_is_fatal (GstFlowReturn ret)
+/* The pad was activated: the lane runs, with the sink pad's sticky events
+ * stored before its first buffer; its task starts unless @start_task is
+ * FALSE (see gst_gpufan_out_src_activate_mode). */
+gboolean
+fanout::lane_activate (GstGpuFanOut * self, const LanePtr & lane,
+    bool start_task)
 {
-  return ret < GST_FLOW_EOS;
+  std::lock_guard<std::mutex> lk (lane->lock);
+  /* running first, so that an event arriving meanwhile is queued; no
+   * buffer comes before lane_changed_unlocked tells the Session */
+  lane->state = LaneState::kRunning;
+  copy_sticky_events (self, lane->pad, true);
+  gboolean started = start_task ? start_lane_task_unlocked (lane) : TRUE;
+  lane_changed_unlocked (self, lane);
+  return started;
+}
+
+/* Starts the task that lane_activate left to request_new_pad. */
+void
+fanout::lane_start_deferred_task (const LanePtr & lane)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (GST_PAD_MODE (lane->pad) == GST_PAD_MODE_PUSH
+      && lane->state == LaneState::kRunning)
+    start_lane_task_unlocked (lane);
+}
+
+/* A new stream (@all: after PAUSED->READY) or a flush's end (only the
+ * results the flush ended: FLUSHING, EOS) clears the lane's sticky result. */
+void
+fanout::lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (all || lane->result == GST_FLOW_FLUSHING || lane->result == GST_FLOW_EOS)
+    lane->result = GST_FLOW_OK;
+  lane->eos_pushed = false;
+  lane_changed_unlocked (self, lane);
 }
 
 void
-fanout::lane_update_eligibility (GstGpuFanOut * self, const LanePtr & lane)
+fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
 {
-  self->priv->session->SetLaneEligible (lane->id,
-      !lane->flushing.load () && lane->linked.load ()
-          && lane->last_ret.load () == GST_FLOW_OK);
+  if (!linked) {
+    /* with pad locks held: no lane lock here (see Lane::linked) */
+    lane->linked = false;
+    self->priv->session->SetLaneEligible (lane->id, false);
+    return;
+  }
+  std::lock_guard<std::mutex> lk (lane->lock);
+  /* a push that ends after this cannot record a stale NOT_LINKED */
+  lane->link_generation++;
+  if (lane->result == GST_FLOW_NOT_LINKED)
+    lane->result = GST_FLOW_OK;
+  lane->linked = true;
+  lane_changed_unlocked (self, lane);
 }
 
-/* Records a lane's push result; a fatal one is reported once, naming the
- * lane and its device. */
+/* Records the result of a push that began at @link_generation; a fatal
+ * one is reported once, naming the lane and its device. */
 static void
-lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
+lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret,
+    guint link_generation)
 {
-  lane->last_ret = ret;
-  lane_update_eligibility (self, lane);
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    /* our own flush, deactivation or release of the lane: not a result the
+     * branch gave */
+    if (ret == GST_FLOW_FLUSHING && lane->state != LaneState::kRunning)
+      return;
+    /* relinked during the push: the link's reset wins */
+    if (ret == GST_FLOW_NOT_LINKED && link_generation != lane->link_generation)
+      return;
+    lane->result = ret;
+    lane_changed_unlocked (self, lane);
+  }
+  GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
 
   if (!flow_is_fatal (ret))
     return;
@@ -112,20 +198,33 @@ lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
   }
 }
 
+void
+fanout::lanes_changed (GstGpuFanOut * self)
+{
+  self->priv->lane_results_changed = true;
+}
+
 /* Combines the lanes' sticky results the way tee does: FLUSHING wins, then
  * an error, NOT_LINKED only if every lane is not linked, EOS if no lane can
- * take data and one ended. */
+ * take data and one ended. Streaming thread: computed again only when a
+ * lane changed. */
 GstFlowReturn
 fanout::combine_lane_results (GstGpuFanOut * self)
 {
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
-  if (self->priv->lanes.empty ())
-    return GST_FLOW_NOT_LINKED;
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (!priv->lane_results_changed.load (std::memory_order_acquire)
+      || !priv->lane_results_changed.exchange (false))
+    return priv->combined_result;
 
+  std::lock_guard<std::mutex> lk (priv->lanes_lock);
   bool any_ok = false, any_eos = false, flushing = false;
   GstFlowReturn fatal = GST_FLOW_OK;
-  for (auto & kv : self->priv->lanes) {
-    GstFlowReturn r = kv.second->last_ret.load ();
+  for (auto & kv : priv->lanes) {
+    GstFlowReturn r;
+    {
+      std::lock_guard<std::mutex> lane_lk (kv.second->lock);
+      r = kv.second->result;
+    }
     if (r == GST_FLOW_OK)
       any_ok = true;
     else if (r == GST_FLOW_FLUSHING)
@@ -135,20 +234,27 @@ fanout::combine_lane_results (GstGpuFanOut * self)
     else if (flow_is_fatal (r))
       fatal = r;
   }
-  if (flushing)
-    return GST_FLOW_FLUSHING;
-  if (fatal != GST_FLOW_OK)
-    return fatal;
-  if (any_ok)
-    return GST_FLOW_OK;
-  return any_eos ? GST_FLOW_EOS : GST_FLOW_NOT_LINKED;
+  GstFlowReturn combined;
+  if (priv->lanes.empty ())
+    combined = GST_FLOW_NOT_LINKED;
+  else if (flushing)
+    combined = GST_FLOW_FLUSHING;
+  else if (fatal != GST_FLOW_OK)
+    combined = fatal;
+  else if (any_ok)
+    combined = GST_FLOW_OK;
+  else
+    combined = any_eos ? GST_FLOW_EOS : GST_FLOW_NOT_LINKED;
+  priv->combined_result = combined;
+  return combined;
 }
 
 bool
 fanout::any_lane_inactive (GstGpuFanOut * self)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    if (lane->flushing.load ())
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (lane->state != LaneState::kRunning)
       return true;
   }
   return false;
@@ -203,7 +309,7 @@ lane_idle_wait_unlocked (GstGpuFanOut * self, const LanePtr & lane, bool * due)
  * tells the session; a marker follows when the session asks for one. */
 static void
 push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
-    QueuedItem & item)
+    QueuedItem & item, GstFlowReturn result, guint link_generation)
 {
   gpufan::Session & session = *self->priv->session;
   if (!session.MarkStarted (lane->id, item.seq)) {
@@ -219,7 +325,7 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
 
   if (item.kind == ItemKind::kScheduledEvent) {
     /* a GAP the branch refused is a dropped item, not a lane result */
-    bool ok = !flow_is_fatal (lane->last_ret.load ())
+    bool ok = !flow_is_fatal (result)
         && gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()));
     if (session.OnPushed (lane->id, item.seq,
             ok ? gpufan::PushOutcome::kDelivered
@@ -230,33 +336,16 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
 
   /* a staging copy is part of the lane's work (its service time) */
   stage_item (lane, item);
-  if (flow_is_fatal (lane->last_ret.load ())) {
+  if (flow_is_fatal (result)) {
     /* never feed a failed branch; the item counts as failed */
     session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
     return;
   }
-  guint link_generation = lane->link_generation.load ();
   GstFlowReturn ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
   if (session.OnPushed (lane->id, item.seq, outcome_of (ret)))
     push_marker (self, lane, item.seq);
-  if (ret == GST_FLOW_FLUSHING) {
-    /* our own flush, deactivation or release of this lane: not a result
-     * the branch gave */
-    std::lock_guard<std::mutex> lk (lane->lock);
-    if (lane->flushing)
-      ret = GST_FLOW_OK;
-  }
-  if (ret != GST_FLOW_OK) {
-    GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
-    lane_set_result (self, lane, ret);
-    if (ret == GST_FLOW_NOT_LINKED
-        && link_generation != lane->link_generation.load ()) {
-      /* relinked during the push: the link's reset wins */
-      GstFlowReturn expected = GST_FLOW_NOT_LINKED;
-      lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
-      lane_update_eligibility (self, lane);
-    }
-  }
+  if (ret != GST_FLOW_OK)
+    lane_set_result (self, lane, ret, link_generation);
 }
 
 /* The lane's streaming thread: one item per call. The task owns a reference
@@ -268,15 +357,18 @@ lane_loop (gpointer user_data)
   GstGpuFanOut * self = lane->element;
   QueuedItem item;
 
+  GstFlowReturn result;
+  guint link_generation;
   {
     std::unique_lock<std::mutex> lk (lane->lock);
     bool liveness_due = false;
-    while (lane->queue.empty () && !lane->flushing && !liveness_due)
+    while (lane->queue.empty () && lane->state == LaneState::kRunning
+        && !liveness_due)
       lane->cond.wait_for (lk,
           lane_idle_wait_unlocked (self, lane, &liveness_due));
-    if (lane->flushing) {
+    if (lane->state != LaneState::kRunning) {
       lk.unlock ();
-      GST_DEBUG_OBJECT (lane->pad, "flushing, pausing lane task");
+      GST_DEBUG_OBJECT (lane->pad, "not running, pausing lane task");
       gst_pad_pause_task (lane->pad);
       return;
     }
@@ -290,6 +382,8 @@ lane_loop (gpointer user_data)
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
     lane->busy = true;
+    result = lane->result;
+    link_generation = lane->link_generation;
   }
 
   switch (item.kind) {
@@ -309,7 +403,7 @@ lane_loop (gpointer user_data)
     }
     case ItemKind::kScheduledEvent:
     case ItemKind::kBuffer:
-      push_scheduled_item (self, lane, item);
+      push_scheduled_item (self, lane, item, result, link_generation);
       break;
   }
 
@@ -323,9 +417,8 @@ lane_loop (gpointer user_data)
 /* Stores the sink pad's sticky events on a lane's pad, in their order, so
  * that they go out before its next buffer. EOS never; the segment only for a
  * new lane (after a flush a new segment follows). */
-void
-fanout::copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad,
-    bool with_segment)
+static void
+copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad, bool with_segment)
 {
   struct Ctx {
     GstPad * pad;
@@ -349,8 +442,8 @@ fanout::copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad,
  * ignores the data of a restart). Call with lane->lock held. (Starting a task
  * posts a stream-status message synchronously: a bus sync handler must not
  * call back into this element.) */
-gboolean
-fanout::start_lane_task_unlocked (const LanePtr & lane)
+static gboolean
+start_lane_task_unlocked (const LanePtr & lane)
 {
   GST_OBJECT_LOCK (lane->pad);
   bool has_task = GST_PAD_TASK (lane->pad) != nullptr;
@@ -362,23 +455,22 @@ fanout::start_lane_task_unlocked (const LanePtr & lane)
 }
 
 /* Restarts the lane after a flush unless its pad is not active (any more).
- * Under the lane lock, so that it cannot race with deactivation, which sets
- * flushing under the same lock before it stops the task. */
+ * Under the lane lock, so that it cannot race with deactivation, which
+ * makes the lane inactive under the same lock before it stops the task. */
 void
-fanout::restart_lane (GstGpuFanOut * self, const LanePtr & lane)
+fanout::lane_restart (GstGpuFanOut * self, const LanePtr & lane)
 {
-  {
-    std::lock_guard<std::mutex> lk (lane->lock);
-    if (GST_PAD_MODE (lane->pad) != GST_PAD_MODE_PUSH)
-      return;
-    lane->flushing = false;
-    /* what the flush dropped from the queue (caps, tags, ...) still holds:
-     * the task is paused here, so nothing can be stored out of order */
-    copy_sticky_events (self, lane->pad, false);
-    if (!start_lane_task_unlocked (lane))
-      return;
-  }
-  lane_update_eligibility (self, lane);
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (GST_PAD_MODE (lane->pad) != GST_PAD_MODE_PUSH
+      || lane->state != LaneState::kFlushing)
+    return;
+  lane->state = LaneState::kRunning;
+  /* what the flush dropped from the queue (caps, tags, ...) still holds:
+   * the task is paused here, so nothing can be stored out of order */
+  copy_sticky_events (self, lane->pad, false);
+  if (!start_lane_task_unlocked (lane))
+    lane->state = LaneState::kInactive;
+  lane_changed_unlocked (self, lane);
 }
 
 /* A serialized query must not overtake what the lanes still hold (their
@@ -390,7 +482,8 @@ fanout::wait_lanes_drained (GstGpuFanOut * self)
   for (const LanePtr & lane : snapshot_lanes (self)) {
     std::unique_lock<std::mutex> lk (lane->lock);
     /* a stalled lane's branch may never return what it holds */
-    while (!lane->flushing && (lane->busy || !lane->queue.empty ())
+    while (lane->state == LaneState::kRunning
+        && (lane->busy || !lane->queue.empty ())
         && !self->priv->session->IsLaneStalled (lane->id))
       lane->cond.wait_for (lk, kLaneWaitSlice);
   }

@@ -168,26 +168,14 @@ gst_gpufan_out_src_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
     /* A lane added while streaming gets the current sticky events before it
      * can be picked for its first buffer. (The pad is already out of flushing
      * here, so storing works.) */
-    gboolean started;
-    {
-      std::lock_guard<std::mutex> lk (lane->lock);
-      /* not flushing first, so that an event arriving meanwhile is queued;
-       * the lane gets no buffer before lane_update_eligibility below */
-      lane->flushing = false;
-      copy_sticky_events (self, pad, true);
-      /* A pad activated before it is added (a lane requested while
-       * streaming) has no parent to announce its task through, so the task
-       * would miss the lane's worker-thread pool: request_new_pad starts it
-       * once the pad is added. Until then items wait in the queue. */
-      started
-          = GST_OBJECT_PARENT (pad) ? start_lane_task_unlocked (lane) : TRUE;
-    }
-    lane_update_eligibility (self, lane);
-    return started;
+    /* A pad activated before it is added (a lane requested while
+     * streaming) has no parent to announce its task through, so the task
+     * would miss the lane's worker-thread pool: request_new_pad starts it
+     * once the pad is added. Until then items wait in the queue. */
+    return lane_activate (self, lane, GST_OBJECT_PARENT (pad) != nullptr);
   }
 
-  lane_set_flushing (lane, true);
-  lane_update_eligibility (self, lane);
+  lane_stop (self, lane, LaneState::kInactive);
   return gst_pad_stop_task (pad);
 }
 
@@ -196,14 +184,8 @@ gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad *)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
   if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
-    /* first the generation: a push ending after it cannot record a stale
-     * NOT_LINKED over the reset below */
-    lane->link_generation++;
-    GstFlowReturn expected = GST_FLOW_NOT_LINKED;
-    lane->last_ret.compare_exchange_strong (expected, GST_FLOW_OK);
     request_probe (self, lane);
-    lane->linked = true;
-    lane_update_eligibility (self, lane);
+    lane_set_linked (self, lane, true);
   }
   return GST_PAD_LINK_OK;
 }
@@ -214,8 +196,7 @@ gst_gpufan_out_src_unlink (GstPad * pad, GstObject *)
   GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
   if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
     request_probe (self, lane);
-    lane->linked = false;
-    lane_update_eligibility (self, lane);
+    lane_set_linked (self, lane, false);
   }
 }
 

@@ -87,6 +87,14 @@ enum class ItemKind {
   kEvent,          /* a serialized event every lane gets (no seq) */
 };
 
+/* Where a lane is in its life. Only kRunning takes items. */
+enum class LaneState {
+  kInactive, /* its pad is not active: not yet activated, deactivated, or
+              * being released */
+  kFlushing, /* between the stream's FLUSH_START and FLUSH_STOP */
+  kRunning,
+};
+
 /* Owns one reference to a buffer or event. */
 struct QueuedItem {
   GstMiniObject * obj = nullptr;
@@ -142,30 +150,35 @@ struct Lane {
   GstPad * const pad;
   const guint id;
 
+  /* The lane's state, one lock for all of it (as gstqueue.c's qlock): the
+   * chain function, the worker, the pad functions and flushes change it
+   * through the lane_* functions of gstgpufanout-lane.cpp, which notify
+   * `cond` and tell the Session whether the lane takes items. */
   std::mutex lock;
   std::condition_variable cond;
+  LaneState state = LaneState::kInactive;
+  /* The branch's last push result, sticky until a link, a flush or a new
+   * start resets it (queue's srcresult without the flushing part, which is
+   * `state`). */
+  GstFlowReturn result = GST_FLOW_OK;
   std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
-  /* Inactive or flushing: accept nothing. Written under `lock` (the
-   * condition variable protocol), atomic so that eligibility can be read
-   * without it: the unlink function runs with pad locks held, and the lane
-   * lock is taken before pad locks elsewhere. */
-  std::atomic<bool> flushing{ true };
-  bool busy = false; /* the worker is handling an item */
+  bool busy = false;            /* the worker is handling an item */
   bool eos_pushed = false;
+  /* Counts links: a NOT_LINKED from a push that began before the latest
+   * link is stale. */
+  guint link_generation = 0;
   /* The last item the worker pushed, and when an idle stalled lane next
    * sends a marker to see whether its branch answers again (steady ns). */
   guint64 last_seq = 0;
   gint64 next_liveness_ns = 0;
 
-  /* Last flow return of a push on this lane; sticky until relink/flush. */
-  std::atomic<GstFlowReturn> last_ret{ GST_FLOW_OK };
-  /* Ask the branch whether a gpufanin is at its end before the next item. */
-  std::atomic<bool> needs_probe{ true };
-  /* Set by the link/unlink functions: an unlinked lane gets no items. */
+  /* Whether the pad is linked. Atomic, not under `lock`: the unlink
+   * function runs with pad locks held, and starting a task takes a pad lock
+   * with `lock` held. */
   std::atomic<bool> linked{ false };
-  /* Counts links: a NOT_LINKED from a push that began before the latest
-   * link is stale. */
-  std::atomic<guint> link_generation{ 0 };
+  /* Ask the branch whether a gpufanin is at its end before the next item
+   * (the pairing probe's, not the lane's state). */
+  std::atomic<bool> needs_probe{ true };
 
   /* Where the lane runs (under the element's lanes_lock). Placed once per
    * NULL->READY cycle, or earlier when a branch asks for its CUDA context,
@@ -234,6 +247,12 @@ struct GstGpuFanOutPrivate {
   std::mutex lanes_lock;
   std::map<guint, fanout::LanePtr> lanes;
 
+  /* Some lane's result changed, or a lane came or went: the chain function
+   * combines the results again (combined_result is its cache, streaming
+   * thread only). */
+  std::atomic<bool> lane_results_changed{ true };
+  GstFlowReturn combined_result = GST_FLOW_NOT_LINKED;
+
   std::atomic<guint32> caps_epoch{ 0 };
   std::atomic<gint64> last_stats_post_ns{ 0 };
   std::atomic<bool> stats_posted{ false };
@@ -290,15 +309,20 @@ namespace fanout {
 /* The lane: its queue, worker thread, flush, results and EOS (gstgpufanout-lane.cpp) */
 LanePtr find_lane (GstGpuFanOut * self, guint id);
 std::vector<LanePtr> snapshot_lanes (GstGpuFanOut * self);
+/* The lane's transitions: each under the lane lock, each telling the
+ * Session whether the lane takes items. */
 gboolean lane_enqueue (const LanePtr & lane, QueuedItem && item);
-void lane_set_flushing (const LanePtr & lane, bool flushing);
-void lane_update_eligibility (GstGpuFanOut * self, const LanePtr & lane);
+gboolean lane_activate (GstGpuFanOut * self, const LanePtr & lane,
+    bool start_task);
+void lane_start_deferred_task (const LanePtr & lane);
+void lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state);
+void lane_restart (GstGpuFanOut * self, const LanePtr & lane);
+void lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all);
+void lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked);
+/* A lane came or went: the results are combined again. */
+void lanes_changed (GstGpuFanOut * self);
 GstFlowReturn combine_lane_results (GstGpuFanOut * self);
 bool any_lane_inactive (GstGpuFanOut * self);
-void copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad,
-    bool with_segment);
-gboolean start_lane_task_unlocked (const LanePtr & lane);
-void restart_lane (GstGpuFanOut * self, const LanePtr & lane);
 gboolean wait_lanes_drained (GstGpuFanOut * self);
 gboolean drain_all_lanes (GstGpuFanOut * self, GstQuery * query);
 

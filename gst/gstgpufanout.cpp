@@ -82,6 +82,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     /* no items until the pad is active */
     priv->session->SetLaneEligible (index, false);
   }
+  lanes_changed (self);
 
   /* Lanes are placed at NULL->READY; one requested later is placed now. */
   GST_OBJECT_LOCK (self);
@@ -96,6 +97,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
       priv->lanes.erase (index);
     }
     priv->session->RemoveLane (index);
+    lanes_changed (self);
     gst_object_unref (gst_object_ref_sink (pad));
     return nullptr;
   }
@@ -107,12 +109,8 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   if (GST_PAD_IS_ACTIVE (self->sinkpad))
     gst_pad_set_active (pad, TRUE);
   gst_element_add_pad (element, pad);
-  {
-    /* the task deferred by activation (see src_activate_mode) */
-    std::lock_guard<std::mutex> lk (lane->lock);
-    if (GST_PAD_MODE (pad) == GST_PAD_MODE_PUSH && !lane->flushing)
-      start_lane_task_unlocked (lane);
-  }
+  /* the task deferred by activation (see src_activate_mode) */
+  lane_start_deferred_task (lane);
   return pad;
 }
 
@@ -127,7 +125,7 @@ gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
   self->priv->session->SetLaneEligible (id, false);
   LanePtr lane = find_lane (self, id);
   if (lane)
-    lane_set_flushing (lane, true);
+    lane_stop (self, lane, LaneState::kInactive);
   gst_pad_set_active (pad, FALSE);
   /* a task left on an inactive pad would keep the lane (and the pad) alive */
   gst_pad_stop_task (pad);
@@ -137,6 +135,7 @@ gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
     self->priv->lanes.erase (id);
   }
   self->priv->session->RemoveLane (id);
+  lanes_changed (self);
   gst_element_remove_pad (element, pad);
 }
 
@@ -166,12 +165,10 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     priv->session->Reset ();
     for (const LanePtr & lane : snapshot_lanes (self)) {
-      lane->last_ret = GST_FLOW_OK;
+      lane_reset_result (self, lane, true);
       /* pairing is found again at the next start: the fan-in may be gone */
       priv->session->UnclaimLane (lane->id);
       request_probe (self, lane);
-      std::lock_guard<std::mutex> lk (lane->lock);
-      lane->eos_pushed = false;
     }
     priv->stats_posted = false;
     priv->lane_error_posted = false;
