@@ -57,7 +57,12 @@ def check(doc):
         configs = sc["configs"]
         if not configs or configs[0]["pipeline"] != "baseline":
             fail(f"{name}: the first configuration is not the baseline")
-        policies = {c.get("policy") for c in configs[1:]}
+        # The stock baseline (a default queue) beside the equal-depth one.
+        stock = [c for c in configs
+                 if c["pipeline"] == "baseline" and c["label"] == "stock"]
+        if len(stock) != 1:
+            fail(f"{name}: no stock baseline (roundrobin ! queue ! funnel)")
+        policies = {c.get("policy") for c in configs if c["pipeline"] == "gpufan"}
         if kind == "uneven" and policies != POLICIES:
             fail(f"{name}: policies {sorted(policies)}")
         for c in configs:
@@ -68,6 +73,7 @@ def check(doc):
                 fail(f"{where}: a run failed")
             number(c, "median_fps", where)
             number(c, "vs_baseline", where)
+            number(c, "vs_stock", where)
             if c["pipeline"] == "gpufan":
                 if c["ordered"] is not True:
                     fail(f"{where}: output not in input order")

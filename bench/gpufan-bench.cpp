@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // gpufan-bench: gpufanout/gpufanin measured side by side with GStreamer's own
-// unordered fan-out (`roundrobin ! queue ! … ! funnel`), in one run.
+// unordered fan-out (`roundrobin ! queue ! … ! funnel`), in one run, against
+// two baselines:
+//   baseline  `queue max-size-buffers=Q` (Q = gpufanout's queue-size, 4): as
+//             deep as gpufanout's lane queues
+//   stock     a plain `queue` (its defaults: 200 buffers, 10 MB, 1 s), what a
+//             user writes
 //
 // Lanes are simulated by `identity sleep-time` (a lane that sleeps its service
 // time per frame, as a device would be busy). Scenarios (see
@@ -69,7 +74,8 @@ const char *KindName(Kind k) {
 // One pipeline run.
 struct RunSpec {
   Kind kind = Kind::kEqual;
-  bool gpufan = true;  // false: roundrobin ! queue ! … ! funnel
+  bool gpufan = true;        // false: roundrobin ! queue ! … ! funnel
+  bool stock_queue = false;  // baseline: a default `queue`, no size set
   std::string policy = "adaptive";
   std::vector<double> lanes_ms;  // service time per lane (0: no delay)
   bool weights = false;          // `weight` = lane speed (for `weighted`)
@@ -214,7 +220,9 @@ std::string PipelineDescription(const RunSpec& s) {
   p << " ! fakesink name=sink sync=false enable-last-sample=false";
   for (size_t k = 0; k < s.lanes_ms.size(); ++k) {
     p << "  f.src_" << k << " ! ";
-    if (!s.gpufan)
+    if (!s.gpufan && s.stock_queue)
+      p << "queue ! ";
+    else if (!s.gpufan)
       p << "queue max-size-buffers=" << s.queue_size
         << " max-size-bytes=0 max-size-time=0 ! ";
     p << "identity name=l" << k << " signal-handoffs=false sleep-time="
@@ -514,14 +522,14 @@ struct Options {
   gint queue_size = 4;
   gint64 timer_slack_ns = 1;
   // internal: one overhead run, for callgrind
-  gchar *single = nullptr;     // "gpufan" or "baseline"
+  gchar *single = nullptr;     // "gpufan", "baseline" or "stock"
   gchar *lanes_csv = nullptr;  // the dynamic scenario's lane per frame
   gint frames = 0;
 };
 
-// One configuration of a scenario: the baseline or the pair with a policy.
+// One configuration of a scenario: a baseline or the pair with a policy.
 struct Config {
-  std::string label;  // "baseline" or the policy
+  std::string label;  // "baseline", "stock" or the policy
   RunSpec spec;
   std::vector<RunResult> runs;
 
@@ -543,7 +551,7 @@ struct Scenario {
   double ideal_fps = 0;  // 0: no ideal (overhead)
   // The ideal with the lanes' measured sleep times (SleepCalibration).
   double achievable_fps = 0;
-  std::vector<Config> configs;  // [0] is the baseline
+  std::vector<Config> configs;  // [0] the baseline, [1] stock, then gpufan
 };
 
 Scenario MakeScenario(const std::string& name, Kind kind,
@@ -572,6 +580,10 @@ Scenario MakeScenario(const std::string& name, Kind kind,
   Config baseline{"baseline", base, {}};
   baseline.spec.gpufan = false;
   sc.configs.push_back(baseline);
+  Config stock{"stock", base, {}};
+  stock.spec.gpufan = false;
+  stock.spec.stock_queue = true;
+  sc.configs.push_back(stock);
   for (const std::string& p : policies) {
     Config c{p, base, {}};
     c.spec.policy = p;
@@ -640,7 +652,7 @@ std::vector<Scenario> MakeScenarios(const Options& opt) {
 struct Callgrind {
   bool ran = false;
   std::string note;
-  double baseline_ir = NAN, gpufan_ir = NAN;  // per buffer
+  double baseline_ir = NAN, stock_ir = NAN, gpufan_ir = NAN;  // per buffer
 };
 
 std::optional<double> CallgrindTotal(const std::string& exe,
@@ -698,16 +710,19 @@ Callgrind RunCallgrind(const Options& opt) {
   gchar *exe = g_file_read_link("/proc/self/exe", nullptr);
   // The difference of two run lengths removes the start-up cost.
   const guint n1 = opt.quick ? 1000 : 2000, n2 = opt.quick ? 5000 : 20000;
-  for (const std::string which : {"baseline", "gpufan"}) {
+  for (const std::string which : {"baseline", "stock", "gpufan"}) {
     std::optional<double> a = CallgrindTotal(exe, which, n1, &cg.note);
     std::optional<double> b =
         a ? CallgrindTotal(exe, which, n2, &cg.note) : std::nullopt;
     if (!b)
       break;
-    (which == "gpufan" ? cg.gpufan_ir : cg.baseline_ir) = (*b - *a) / (n2 - n1);
+    (which == "gpufan"  ? cg.gpufan_ir
+     : which == "stock" ? cg.stock_ir
+                        : cg.baseline_ir) = (*b - *a) / (n2 - n1);
   }
   g_free(exe);
-  cg.ran = std::isfinite(cg.gpufan_ir) && std::isfinite(cg.baseline_ir);
+  cg.ran = std::isfinite(cg.gpufan_ir) && std::isfinite(cg.baseline_ir) &&
+           std::isfinite(cg.stock_ir);
   if (cg.ran)
     cg.note = "valgrind --tool=callgrind, (I(" + std::to_string(n2) + ") - I(" +
               std::to_string(n1) + ")) / " + std::to_string(n2 - n1) +
@@ -749,6 +764,7 @@ struct Summary {
   double of_ideal = NAN;
   double of_achievable = NAN;
   double vs_baseline = NAN;
+  double vs_stock = NAN;
   double lat_median_ms = NAN, lat_p99_ms = NAN, lat_max_ms = NAN;
   double window_peak = NAN;
   double ns_per_buffer = NAN;
@@ -756,7 +772,8 @@ struct Summary {
   std::vector<double> settle[2];  // dynamic: frames, per run (-1: never)
 };
 
-Summary Summarize(const Scenario& sc, const Config& c, double baseline_fps) {
+Summary Summarize(const Scenario& sc, const Config& c, double baseline_fps,
+                  double stock_fps) {
   Summary s;
   s.median_fps = Median(c.Fps());
   if (sc.ideal_fps > 0) {
@@ -764,6 +781,7 @@ Summary Summarize(const Scenario& sc, const Config& c, double baseline_fps) {
     s.of_achievable = s.median_fps / sc.achievable_fps;
   }
   s.vs_baseline = s.median_fps / baseline_fps;
+  s.vs_stock = s.median_fps / stock_fps;
   if (sc.kind == Kind::kOverhead)
     s.ns_per_buffer = 1e9 / s.median_fps;
   std::vector<double> med, p99, mx, peak, ooo;
@@ -860,7 +878,7 @@ int main(int argc, char **argv) {
        "Never run callgrind", nullptr},
       {"queue-size", 0, 0, G_OPTION_ARG_INT, &opt.queue_size,
        "gpufanout queue-size and the baseline's queue max-size-buffers "
-       "(default 4)",
+       "(default 4; the stock baseline keeps queue's defaults)",
        "N"},
       {"lanes-csv", 0, 0, G_OPTION_ARG_FILENAME, &opt.lanes_csv,
        "Write the lane of every frame of the dynamic scenario's last adaptive "
@@ -871,7 +889,8 @@ int main(int argc, char **argv) {
        "50000): how close to its service time a sleeping lane wakes",
        "NS"},
       {"single", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &opt.single,
-       "One overhead run of 'gpufan' or 'baseline' (for callgrind)", "WHICH"},
+       "One overhead run of 'gpufan', 'baseline' or 'stock' (for callgrind)",
+       "WHICH"},
       {"frames", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.frames,
        "Frames of the --single run", "N"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr}};
@@ -900,6 +919,12 @@ int main(int argc, char **argv) {
     RunSpec spec;
     spec.kind = Kind::kOverhead;
     spec.gpufan = g_strcmp0(opt.single, "gpufan") == 0;
+    spec.stock_queue = g_strcmp0(opt.single, "stock") == 0;
+    if (!spec.gpufan && !spec.stock_queue &&
+        g_strcmp0(opt.single, "baseline") != 0) {
+      g_printerr("--single: 'gpufan', 'baseline' or 'stock'\n");
+      return 2;
+    }
     spec.lanes_ms = {0.0, 0.0};
     spec.width = spec.height = 16;
     spec.trace = false;
@@ -954,7 +979,7 @@ int main(int argc, char **argv) {
   for (Scenario& sc : scenarios) {
     g_print("%s:", sc.name.c_str());
     for (int rep = 0; rep < reps; ++rep) {
-      // Alternate: the baseline, then each policy, in every repetition.
+      // Alternate: the baselines, then each policy, in every repetition.
       for (Config& c : sc.configs) {
         RunResult r = RunOnce(c.spec);
         if (!r.ok) {
@@ -998,17 +1023,18 @@ int main(int argc, char **argv) {
   const double load_after = LoadAverage();
 
   // Table and JSON.
-  g_print("\n%-16s %-13s %9s %8s %8s %7s %8s %8s %6s %s\n", "scenario",
-          "pipeline", "fps", "of ideal", "of real", "x base", "lat p50",
-          "lat p99", "peak", "notes");
-  g_print("%-16s %-13s %9s %8s %8s %7s %8s %8s %6s\n", "", "", "(median)", "",
-          "sleeps", "", "(ms)", "(ms)", "window");
+  g_print("\n%-16s %-13s %9s %8s %8s %7s %7s %8s %8s %6s %s\n", "scenario",
+          "pipeline", "fps", "of ideal", "of real", "x base", "x stock",
+          "lat p50", "lat p99", "peak", "notes");
+  g_print("%-16s %-13s %9s %8s %8s %7s %7s %8s %8s %6s\n", "", "", "(median)",
+          "", "sleeps", "", "", "(ms)", "(ms)", "window");
   std::vector<std::string> json_scenarios;
   for (const Scenario& sc : scenarios) {
     const double baseline_fps = Median(sc.configs[0].Fps());
+    const double stock_fps = Median(sc.configs[1].Fps());
     std::vector<std::string> json_configs;
     for (const Config& c : sc.configs) {
-      const Summary s = Summarize(sc, c, baseline_fps);
+      const Summary s = Summarize(sc, c, baseline_fps, stock_fps);
       std::string notes;
       if (sc.kind == Kind::kOverhead)
         notes = Fmt("%.0f ns/buffer", s.ns_per_buffer);
@@ -1022,14 +1048,15 @@ int main(int argc, char **argv) {
                  (b < 0 ? std::string("never") : std::to_string(b)) +
                  " frames (slow-down / speed-up)";
       }
-      g_print("%-16s %-13s %9s %8s %8s %7s %8s %8s %6s %s\n", sc.name.c_str(),
-              c.label.c_str(), Fmt("%.1f", s.median_fps).c_str(),
-              Fmt("%.1f%%", 100 * s.of_ideal).c_str(),
-              Fmt("%.1f%%", 100 * s.of_achievable).c_str(),
-              Fmt("%.2f", s.vs_baseline).c_str(),
-              Fmt("%.2f", s.lat_median_ms).c_str(),
-              Fmt("%.2f", s.lat_p99_ms).c_str(),
-              Fmt("%.0f", s.window_peak).c_str(), notes.c_str());
+      g_print(
+          "%-16s %-13s %9s %8s %8s %7s %7s %8s %8s %6s %s\n", sc.name.c_str(),
+          c.label.c_str(), Fmt("%.1f", s.median_fps).c_str(),
+          Fmt("%.1f%%", 100 * s.of_ideal).c_str(),
+          Fmt("%.1f%%", 100 * s.of_achievable).c_str(),
+          Fmt("%.2f", s.vs_baseline).c_str(), Fmt("%.2f", s.vs_stock).c_str(),
+          Fmt("%.2f", s.lat_median_ms).c_str(),
+          Fmt("%.2f", s.lat_p99_ms).c_str(), Fmt("%.0f", s.window_peak).c_str(),
+          notes.c_str());
 
       std::vector<std::string> runs;
       for (const RunResult& r : c.runs) {
@@ -1063,11 +1090,18 @@ int main(int argc, char **argv) {
           .Num("of_ideal", s.of_ideal)
           .Num("of_achievable", s.of_achievable)
           .Num("vs_baseline", s.vs_baseline)
+          .Num("vs_stock", s.vs_stock)
           .Raw("fps", JsonArray(c.Fps()))
           .Bool("ordered", config_order_ok)
           .Num("out_of_order_median", s.out_of_order);
       if (c.spec.gpufan)
         o.Str("policy", c.spec.policy);
+      else
+        o.Str("queue", c.spec.stock_queue
+                           ? "queue"
+                           : "queue max-size-buffers=" +
+                                 std::to_string(c.spec.queue_size) +
+                                 " max-size-bytes=0 max-size-time=0");
       if (std::isfinite(s.lat_median_ms))
         o.Num("latency_p50_ms", s.lat_median_ms)
             .Num("latency_p99_ms", s.lat_p99_ms)
@@ -1076,8 +1110,9 @@ int main(int argc, char **argv) {
         o.Num("window_peak", s.window_peak);
       if (sc.kind == Kind::kOverhead) {
         o.Num("ns_per_buffer", s.ns_per_buffer);
-        o.Num("callgrind_ir_per_buffer",
-              c.spec.gpufan ? cg.gpufan_ir : cg.baseline_ir);
+        o.Num("callgrind_ir_per_buffer", c.spec.gpufan        ? cg.gpufan_ir
+                                         : c.spec.stock_queue ? cg.stock_ir
+                                                              : cg.baseline_ir);
       }
       if (sc.kind == Kind::kDynamic && c.spec.gpufan)
         o.Raw("settle_frames_slowdown", JsonArray(s.settle[0]))
@@ -1101,8 +1136,9 @@ int main(int argc, char **argv) {
   }
   g_print("callgrind: %s\n", cg.note.c_str());
   if (cg.ran)
-    g_print("  instructions per buffer: baseline %.0f, gpufan %.0f\n",
-            cg.baseline_ir, cg.gpufan_ir);
+    g_print(
+        "  instructions per buffer: baseline %.0f, stock %.0f, gpufan %.0f\n",
+        cg.baseline_ir, cg.stock_ir, cg.gpufan_ir);
   g_print("load average: %.2f before, %.2f after\n", load_before, load_after);
 
   if (opt.json) {
@@ -1122,6 +1158,7 @@ int main(int argc, char **argv) {
     callgrind.Bool("ran", cg.ran)
         .Str("note", cg.note)
         .Num("baseline_ir_per_buffer", cg.baseline_ir)
+        .Num("stock_ir_per_buffer", cg.stock_ir)
         .Num("gpufan_ir_per_buffer", cg.gpufan_ir);
     JsonObject root;
     root.Str("mode", mode)

@@ -5,7 +5,8 @@ Usage: plot.py BENCH.json OUT.png
 
 Top: throughput as a percentage of the ideal (the sum of the lanes'
 capacities) for every scenario with lanes that take time, one bar per
-pipeline (the roundrobin+queue+funnel baseline, then gpufan's policies).
+pipeline (the roundrobin+queue+funnel baselines, with queues as deep as
+gpufanout's and with a default queue, then gpufan's policies).
 Bottom: the no-delay overhead scenario, ns per buffer.
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
@@ -24,10 +25,15 @@ except ImportError:
 
 COLORS = {
     "baseline": "#999999",
+    "stock": "#cccccc",
     "round-robin": "#8da0cb",
     "least-loaded": "#66c2a5",
     "weighted": "#e78ac3",
     "adaptive": "#fc8d62",
+}
+NAMES = {
+    "baseline": "roundrobin+queue(4)+funnel",
+    "stock": "roundrobin+queue+funnel (stock)",
 }
 
 
@@ -45,7 +51,7 @@ def main():
     if rows == 1:
         axes = [axes]
     ax = axes[0]
-    width = 0.16
+    width = 0.14
     shown = set()
     for j, s in enumerate(timed):
         configs = [c for c in s["configs"] if c.get("of_ideal") is not None]
@@ -53,7 +59,7 @@ def main():
             x = j + (i - (len(configs) - 1) / 2) * width
             y = 100 * c["of_ideal"]
             label = c["label"]
-            name = "roundrobin+queue+funnel" if label == "baseline" else "gpufan " + label
+            name = NAMES.get(label, "gpufan " + label)
             ax.bar(x, y, width, color=COLORS.get(label, "#333333"),
                    label=None if label in shown else name)
             shown.add(label)
@@ -67,18 +73,18 @@ def main():
     ax.set_title(f"gpufan-bench ({doc['mode']}, median of {doc['reps']}): "
                  f"{m.get('nproc', '?')} CPUs, GStreamer {m.get('gstreamer', '?')}",
                  fontsize=10)
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
 
     if overhead:
         ax = axes[1]
         s = overhead[0]
-        names, ns = [], []
+        names, ns, colors = [], [], []
         for c in s["configs"]:
             if c.get("ns_per_buffer") is not None:
-                names.append("roundrobin+queue+funnel" if c["label"] == "baseline"
-                             else "gpufan " + c["label"])
+                names.append(NAMES.get(c["label"], "gpufan " + c["label"]))
                 ns.append(c["ns_per_buffer"])
-        ax.barh(names, ns, color=[COLORS["baseline"]] + [COLORS["adaptive"]] * (len(ns) - 1))
+                colors.append(COLORS.get(c["label"], COLORS["adaptive"]))
+        ax.barh(names, ns, color=colors)
         for y, v in enumerate(ns):
             ax.text(v, y, f" {v:.0f} ns", va="center", fontsize=8)
         ax.set_xlabel(f"ns per buffer, {s['title']} (lower is better)")

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The sink pad: each buffer (or GAP) gets a lane from the Session and goes
+ * into that lane's queue; serialized events go into every lane's queue;
+ * queries that must not overtake the lanes wait for them. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout-private.h"
+
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+using namespace fanout;
+
+static GstFlowReturn
+dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
+    gint64 pts)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  GstFlowReturn ret = combine_lane_results (self);
+  if (ret != GST_FLOW_OK) {
+    gst_mini_object_unref (obj);
+    return ret;
+  }
+
+  probe_lanes (self);
+
+  for (;;) {
+    gpufan::Dispatch d = priv->session->DispatchItem (pts);
+    if (d.status == gpufan::DispatchStatus::kFlushing) {
+      gst_mini_object_unref (obj);
+      return GST_FLOW_FLUSHING;
+    }
+    if (d.status == gpufan::DispatchStatus::kNoLanes) {
+      gst_mini_object_unref (obj);
+      ret = combine_lane_results (self);
+      if (ret != GST_FLOW_OK)
+        return ret;
+      std::string why = priv->session->WhyNoLane ();
+      if (!why.empty ()) {
+        GST_ELEMENT_ERROR (self, STREAM, FAILED,
+            ("No lane can take buffers: %s", why.c_str ()), (nullptr));
+        return GST_FLOW_ERROR;
+      }
+      /* no lane can take it although none failed: lanes being deactivated
+       * (PAUSED->READY stops src pads first) mean FLUSHING, not NOT_LINKED */
+      return any_lane_inactive (self) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_LINKED;
+    }
+
+    if (d.lanes_joining)
+      reprobe_joining_lanes (self);
+    LanePtr lane = find_lane (self, d.lane);
+    if (!lane)
+      continue; /* released meanwhile; RemoveLane dropped it */
+
+    guint64 session_id = priv->session->id ();
+    if (is_buffer) {
+      GstBuffer * buffer = gst_buffer_make_writable (GST_BUFFER_CAST (obj));
+      /* a meta of an outer fan-out (nested pairs) stays */
+      gst_buffer_remove_gpufan_meta (buffer, session_id);
+      gst_buffer_add_gpufan_meta (buffer, session_id, d.seq, d.lane,
+          priv->caps_epoch.load ());
+      obj = GST_MINI_OBJECT_CAST (buffer);
+    } else {
+      GstEvent * event = gst_event_make_writable (GST_EVENT_CAST (obj));
+      gst_gpufan_event_set_item (event, session_id, d.seq);
+      obj = GST_MINI_OBJECT_CAST (event);
+    }
+
+    QueuedItem item (obj, d.seq,
+        is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
+    item.awaited = d.awaited;
+    if (!lane_enqueue (lane, std::move (item))) {
+      /* the lane is being deactivated or released: try another one */
+      priv->session->OnPushed (d.lane, d.seq, gpufan::PushOutcome::kDropped);
+      priv->session->SetLaneEligible (d.lane, false);
+      obj = item.Steal ();
+      if (priv->session->flushing ()) {
+        gst_mini_object_unref (obj);
+        return GST_FLOW_FLUSHING;
+      }
+      continue;
+    }
+    GST_LOG_OBJECT (self, "item %" G_GUINT64_FORMAT " -> lane %u", d.seq,
+        d.lane);
+    maybe_post_interval_stats (self);
+    return GST_FLOW_OK;
+  }
+}
+
+static GstFlowReturn
+gst_gpufan_out_chain (GstPad *, GstObject * parent, GstBuffer * buffer)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
+      ? (gint64)GST_BUFFER_PTS (buffer)
+      : gpufan::kNoTime;
+  return dispatch_item (self, GST_MINI_OBJECT_CAST (buffer), true, pts);
+}
+
+static GstFlowReturn
+gst_gpufan_out_chain_list (GstPad * pad, GstObject * parent,
+    GstBufferList * list)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint n = gst_buffer_list_length (list);
+  for (guint i = 0; i < n && ret == GST_FLOW_OK; i++) {
+    GstBuffer * buffer = gst_buffer_ref (gst_buffer_list_get (list, i));
+    ret = gst_gpufan_out_chain (pad, parent, buffer);
+  }
+  gst_buffer_list_unref (list);
+  return ret;
+}
+
+static void
+enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    QueuedItem item (GST_MINI_OBJECT_CAST (gst_event_ref (event)), 0,
+        ItemKind::kEvent);
+    lane_enqueue (lane, std::move (item));
+  }
+  gst_event_unref (event);
+}
+
+static gboolean
+gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START: {
+      priv->session->SetFlushing (true);
+      std::vector<LanePtr> lanes = snapshot_lanes (self);
+      for (const LanePtr & lane : lanes)
+        lane_stop (self, lane, LaneState::kFlushing);
+      gboolean res = gst_pad_event_default (pad, parent, event);
+      /* the pushes the lanes were blocked in have returned by now */
+      for (const LanePtr & lane : lanes)
+        gst_pad_pause_task (lane->pad);
+      return res;
+    }
+    case GST_EVENT_FLUSH_STOP: {
+      priv->session->Reset ();
+      std::vector<LanePtr> lanes = snapshot_lanes (self);
+      for (const LanePtr & lane : lanes)
+        lane_reset_result (self, lane, false);
+      priv->stats_posted = false;
+      gboolean res = gst_pad_event_default (pad, parent, event);
+      priv->session->SetFlushing (false);
+      /* only lanes whose pad is still active restart (not during
+       * PAUSED->READY) */
+      for (const LanePtr & lane : lanes)
+        lane_restart (self, lane);
+      return res;
+    }
+    case GST_EVENT_GAP: {
+      /* a GAP stands for data: it is scheduled on one lane like a buffer */
+      GstClockTime ts;
+      gst_event_parse_gap (event, &ts, nullptr);
+      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
+      return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts)
+          == GST_FLOW_OK;
+    }
+    case GST_EVENT_CAPS: {
+      priv->caps_epoch++;
+      GstCaps * caps;
+      gst_event_parse_caps (event, &caps);
+      priv->host_memory_caps = caps_in_host_memory (caps);
+      break;
+    }
+    case GST_EVENT_STREAM_START:
+      for (const LanePtr & lane : snapshot_lanes (self))
+        request_probe (self, lane);
+      break;
+    case GST_EVENT_EOS:
+      /* the fan-in need not wait forever for a lane's own EOS (a branch
+       * may swallow it) once every item is accounted for */
+      priv->session->EndInput ();
+      break;
+    default:
+      break;
+  }
+
+  if (!GST_EVENT_IS_SERIALIZED (event))
+    return gst_pad_event_default (pad, parent, event);
+
+  /* Serialized events travel in every lane's queue, behind its buffers. */
+  priv->session->MarkEventPosition (gst_event_get_seqnum (event));
+  enqueue_event_on_all_lanes (self, event);
+  return TRUE;
+}
+
+static gboolean
+gst_gpufan_out_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+
+  if (gst_gpufan_is_pair_query (query))
+    return forward_pair_query_downstream (self, query);
+
+  if (GST_QUERY_IS_SERIALIZED (query) && !wait_lanes_drained (self))
+    return FALSE;
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_ALLOCATION:
+      return aggregate_allocation (self, query);
+    case GST_QUERY_DRAIN:
+      return drain_all_lanes (self, query);
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+gst_gpufan_out_sink_activate_mode (GstPad *, GstObject * parent,
+    GstPadMode mode, gboolean active)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  /* wakes a chain function blocked in DispatchItem so the pad can stop */
+  self->priv->session->SetFlushing (!active);
+  return TRUE;
+}
+
+void
+fanout::install_sink_pad_functions (GstPad * pad)
+{
+  gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_out_chain));
+  gst_pad_set_chain_list_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_chain_list));
+  gst_pad_set_event_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_event));
+  gst_pad_set_query_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_query));
+  gst_pad_set_activatemode_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_activate_mode));
+  GST_PAD_SET_PROXY_CAPS (pad);
+}

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A lane of gpufanout: the bounded queue between the chain function and
+ * the lane's worker thread, the worker loop that pushes into the branch, and
+ * the lane's flush, results and EOS. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout-private.h"
+
+#include <algorithm>
+#include <chrono>
+
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+using namespace fanout;
+
+/* How long a lane worker sleeps at most before it re-checks its state. */
+static constexpr auto kLaneWaitSlice = std::chrono::milliseconds (100);
+
+LanePtr
+fanout::find_lane (GstGpuFanOut * self, guint id)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  auto it = self->priv->lanes.find (id);
+  return it == self->priv->lanes.end () ? nullptr : it->second;
+}
+
+std::vector<LanePtr>
+fanout::snapshot_lanes (GstGpuFanOut * self)
+{
+  std::vector<LanePtr> out;
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  out.reserve (self->priv->lanes.size ());
+  for (auto & kv : self->priv->lanes)
+    out.push_back (kv.second);
+  return out;
+}
+
+static bool
+flow_is_fatal (GstFlowReturn ret)
+{
+  return ret < GST_FLOW_EOS;
+}
+
+static gboolean start_lane_task_unlocked (const LanePtr & lane);
+static void copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad,
+    bool with_segment);
+
+/* The one place that says whether a lane takes items. */
+static bool
+lane_takes_items_unlocked (const LanePtr & lane)
+{
+  return lane->state == LaneState::kRunning && lane->linked.load ()
+      && lane->result == GST_FLOW_OK;
+}
+
+/* Every transition ends here: the Session learns whether the lane takes
+ * items, the chain function combines the results again, and whoever waits
+ * on the lane (its worker, a serialized query) looks again. */
+static void
+lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+{
+  self->priv->session->SetLaneEligible (lane->id,
+      lane_takes_items_unlocked (lane));
+  self->priv->lane_results_changed = true;
+  lane->cond.notify_all ();
+}
+
+/* Returns FALSE (and leaves @item to be freed) unless the lane runs. */
+gboolean
+fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
+{
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (lane->state != LaneState::kRunning)
+      return FALSE;
+    lane->queue.push_back (std::move (item));
+  }
+  /* the worker, or a serialized query waiting; after unlocking, so that the
+   * woken thread does not block on the lock at once */
+  lane->cond.notify_all ();
+  return TRUE;
+}
+
+/* Stops a lane's queue (kInactive or kFlushing); queued items are dropped.
+ * (The sticky events among them are not lost: a lane restarting after a
+ * flush gets the sink pad's current ones, see lane_restart.) */
+void
+fanout::lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state)
+{
+  std::deque<QueuedItem> dropped;
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    /* a flush does not wake an inactive lane */
+    if (state == LaneState::kInactive || lane->state == LaneState::kRunning)
+      lane->state = state;
+    dropped.swap (lane->queue);
+    lane_changed_unlocked (self, lane);
+  }
+  /* dropped items are unreffed here, outside the lock */
+}
+
+/* The pad was activated: the lane runs, with the sink pad's sticky events
+ * stored before its first buffer; its task starts unless @start_task is
+ * FALSE (see gst_gpufan_out_src_activate_mode). */
+gboolean
+fanout::lane_activate (GstGpuFanOut * self, const LanePtr & lane,
+    bool start_task)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  /* running first, so that an event arriving meanwhile is queued; no
+   * buffer comes before lane_changed_unlocked tells the Session */
+  lane->state = LaneState::kRunning;
+  copy_sticky_events (self, lane->pad, true);
+  gboolean started = start_task ? start_lane_task_unlocked (lane) : TRUE;
+  lane_changed_unlocked (self, lane);
+  return started;
+}
+
+/* Starts the task that lane_activate left to request_new_pad. */
+void
+fanout::lane_start_deferred_task (const LanePtr & lane)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (GST_PAD_MODE (lane->pad) == GST_PAD_MODE_PUSH
+      && lane->state == LaneState::kRunning)
+    start_lane_task_unlocked (lane);
+}
+
+/* A new stream (@all: after PAUSED->READY) or a flush's end (only the
+ * results the flush ended: FLUSHING, EOS) clears the lane's sticky result. */
+void
+fanout::lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (all || lane->result == GST_FLOW_FLUSHING || lane->result == GST_FLOW_EOS)
+    lane->result = GST_FLOW_OK;
+  lane->eos_pushed = false;
+  lane_changed_unlocked (self, lane);
+}
+
+void
+fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
+{
+  if (!linked) {
+    /* with pad locks held: no lane lock here (see Lane::linked) */
+    lane->linked = false;
+    self->priv->session->SetLaneEligible (lane->id, false);
+    return;
+  }
+  std::lock_guard<std::mutex> lk (lane->lock);
+  /* a push that ends after this cannot record a stale NOT_LINKED */
+  lane->link_generation++;
+  if (lane->result == GST_FLOW_NOT_LINKED)
+    lane->result = GST_FLOW_OK;
+  lane->linked = true;
+  lane_changed_unlocked (self, lane);
+}
+
+/* Records the result of a push that began at @link_generation; a fatal
+ * one is reported once, naming the lane and its device. */
+static void
+lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret,
+    guint link_generation)
+{
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    /* our own flush, deactivation or release of the lane: not a result the
+     * branch gave */
+    if (ret == GST_FLOW_FLUSHING && lane->state != LaneState::kRunning)
+      return;
+    /* relinked during the push: the link's reset wins */
+    if (ret == GST_FLOW_NOT_LINKED && link_generation != lane->link_generation)
+      return;
+    lane->result = ret;
+    lane_changed_unlocked (self, lane);
+  }
+  GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
+
+  if (!flow_is_fatal (ret))
+    return;
+
+  /* Once per stream: an error downstream of gpufanin comes back up every
+   * lane, and only the first lane that saw it is worth naming. */
+  if (!self->priv->lane_error_posted.exchange (true)) {
+    gpufan::SessionStats stats = self->priv->session->Stats ();
+    std::string device = "?";
+    for (const auto & l : stats.lanes)
+      if (l.lane == lane->id)
+        device = l.device.Describe ();
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Processing branch of lane %u (%s:%s, device %s) failed: %s", lane->id,
+            GST_DEBUG_PAD_NAME (lane->pad), device.c_str (),
+            gst_flow_get_name (ret)),
+        ("push on lane %u returned %s (%d)", lane->id, gst_flow_get_name (ret),
+            ret));
+  }
+}
+
+void
+fanout::lanes_changed (GstGpuFanOut * self)
+{
+  self->priv->lane_results_changed = true;
+}
+
+/* Combines the lanes' sticky results the way tee does: FLUSHING wins, then
+ * an error, NOT_LINKED only if every lane is not linked, EOS if no lane can
+ * take data and one ended. Streaming thread: computed again only when a
+ * lane changed. */
+GstFlowReturn
+fanout::combine_lane_results (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (!priv->lane_results_changed.load (std::memory_order_acquire)
+      || !priv->lane_results_changed.exchange (false))
+    return priv->combined_result;
+
+  std::lock_guard<std::mutex> lk (priv->lanes_lock);
+  bool any_ok = false, any_eos = false, flushing = false;
+  GstFlowReturn fatal = GST_FLOW_OK;
+  for (auto & kv : priv->lanes) {
+    GstFlowReturn r;
+    {
+      std::lock_guard<std::mutex> lane_lk (kv.second->lock);
+      r = kv.second->result;
+    }
+    if (r == GST_FLOW_OK)
+      any_ok = true;
+    else if (r == GST_FLOW_FLUSHING)
+      flushing = true;
+    else if (r == GST_FLOW_EOS)
+      any_eos = true;
+    else if (flow_is_fatal (r))
+      fatal = r;
+  }
+  GstFlowReturn combined;
+  if (priv->lanes.empty ())
+    combined = GST_FLOW_NOT_LINKED;
+  else if (flushing)
+    combined = GST_FLOW_FLUSHING;
+  else if (fatal != GST_FLOW_OK)
+    combined = fatal;
+  else if (any_ok)
+    combined = GST_FLOW_OK;
+  else
+    combined = any_eos ? GST_FLOW_EOS : GST_FLOW_NOT_LINKED;
+  priv->combined_result = combined;
+  return combined;
+}
+
+bool
+fanout::any_lane_inactive (GstGpuFanOut * self)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    if (lane->state != LaneState::kRunning)
+      return true;
+  }
+  return false;
+}
+
+static gpufan::PushOutcome
+outcome_of (GstFlowReturn ret)
+{
+  if (ret == GST_FLOW_OK)
+    return gpufan::PushOutcome::kDelivered;
+  if (flow_is_fatal (ret))
+    return gpufan::PushOutcome::kFailed;
+  return gpufan::PushOutcome::kDropped;
+}
+
+/* Pushes a marker behind item @seq (see gst_gpufan_marker_new): the fan-in
+ * proves the item dropped if it gets the marker and not the item. */
+static void
+push_marker (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
+{
+  GST_LOG_OBJECT (lane->pad, "marker behind item %" G_GUINT64_FORMAT, seq);
+  gst_pad_push_event (lane->pad,
+      gst_gpufan_marker_new (self->priv->session->id (), lane->id, seq));
+}
+
+/* How long an idle lane worker sleeps before it looks again. A stalled lane
+ * sends a marker every stall-timeout while idle (its branch may answer
+ * again, as a valve that opens does); TRUE in @due when that is now. Call
+ * with lane->lock held. */
+static std::chrono::nanoseconds
+lane_idle_wait_unlocked (GstGpuFanOut * self, const LanePtr & lane, bool * due)
+{
+  gpufan::Session & session = *self->priv->session;
+  *due = false;
+  if (!session.IsLaneStalled (lane->id) || !session.IsLaneClaimed (lane->id)) {
+    lane->next_liveness_ns = 0;
+    return kLaneWaitSlice;
+  }
+  const gint64 now = session.clock ().NowNs ();
+  if (lane->next_liveness_ns == 0)
+    lane->next_liveness_ns = now + session.stall_timeout_ns ();
+  if (now >= lane->next_liveness_ns) {
+    lane->next_liveness_ns = now + session.stall_timeout_ns ();
+    *due = true;
+    return std::chrono::nanoseconds (0);
+  }
+  return std::min<std::chrono::nanoseconds> (kLaneWaitSlice,
+      std::chrono::nanoseconds (lane->next_liveness_ns - now));
+}
+
+/* Pushes a scheduled item (a buffer, or a GAP event) into the branch and
+ * tells the session; a marker follows when the session asks for one. */
+static void
+push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
+    QueuedItem & item, GstFlowReturn result, guint link_generation)
+{
+  gpufan::Session & session = *self->priv->session;
+  if (!session.MarkStarted (lane->id, item.seq)) {
+    /* given up already (its lane stalled) or forgotten (flush): pushing it
+     * would only make it late */
+    GST_LOG_OBJECT (lane->pad,
+        "item %" G_GUINT64_FORMAT " no longer awaited, "
+        "not pushed",
+        item.seq);
+    return;
+  }
+  lane->last_seq = item.seq;
+
+  if (item.kind == ItemKind::kScheduledEvent) {
+    /* a GAP the branch refused is a dropped item, not a lane result */
+    bool ok = !flow_is_fatal (result)
+        && gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()));
+    if (session.OnPushed (lane->id, item.seq,
+            ok ? gpufan::PushOutcome::kDelivered
+               : gpufan::PushOutcome::kDropped))
+      push_marker (self, lane, item.seq);
+    return;
+  }
+
+  /* a staging copy is part of the lane's work (its service time) */
+  stage_item (lane, item);
+  if (flow_is_fatal (result)) {
+    /* never feed a failed branch; the item counts as failed */
+    session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
+    return;
+  }
+  GstFlowReturn ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
+  if (session.OnPushed (lane->id, item.seq, outcome_of (ret)))
+    push_marker (self, lane, item.seq);
+  if (ret != GST_FLOW_OK)
+    lane_set_result (self, lane, ret, link_generation);
+}
+
+/* The lane's streaming thread: one item per call. The task owns a reference
+ * to its lane (see start_lane_task), so a released lane outlives its task. */
+static void
+lane_loop (gpointer user_data)
+{
+  const LanePtr & lane = *static_cast<LanePtr *> (user_data);
+  GstGpuFanOut * self = lane->element;
+  QueuedItem item;
+
+  GstFlowReturn result;
+  guint link_generation;
+  {
+    std::unique_lock<std::mutex> lk (lane->lock);
+    bool liveness_due = false;
+    while (lane->queue.empty () && lane->state == LaneState::kRunning
+        && !liveness_due)
+      lane->cond.wait_for (lk,
+          lane_idle_wait_unlocked (self, lane, &liveness_due));
+    if (lane->state != LaneState::kRunning) {
+      lk.unlock ();
+      GST_DEBUG_OBJECT (lane->pad, "not running, pausing lane task");
+      gst_pad_pause_task (lane->pad);
+      return;
+    }
+    if (lane->queue.empty ()) {
+      /* idle and stalled: does the branch answer again? */
+      guint64 seq = lane->last_seq;
+      lk.unlock ();
+      push_marker (self, lane, seq);
+      return;
+    }
+    item = std::move (lane->queue.front ());
+    lane->queue.pop_front ();
+    lane->busy = true;
+    result = lane->result;
+    link_generation = lane->link_generation;
+  }
+
+  switch (item.kind) {
+    case ItemKind::kEvent: {
+      GstEvent * event = GST_EVENT_CAST (item.Steal ());
+      if (GST_EVENT_TYPE (event) == GST_EVENT_EOS) {
+        /* before the push: the pipeline's EOS must not overtake the stats */
+        {
+          std::lock_guard<std::mutex> lk (lane->lock);
+          lane->eos_pushed = true;
+        }
+        on_lane_eos (self);
+      }
+      GST_LOG_OBJECT (lane->pad, "pushing %" GST_PTR_FORMAT, event);
+      gst_pad_push_event (lane->pad, event);
+      break;
+    }
+    case ItemKind::kScheduledEvent:
+    case ItemKind::kBuffer:
+      push_scheduled_item (self, lane, item, result, link_generation);
+      break;
+  }
+
+  {
+    std::lock_guard<std::mutex> lk (lane->lock);
+    lane->busy = false;
+  }
+  lane->cond.notify_all ();
+}
+
+/* Stores the sink pad's sticky events on a lane's pad, in their order, so
+ * that they go out before its next buffer. EOS never; the segment only for a
+ * new lane (after a flush a new segment follows). */
+static void
+copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad, bool with_segment)
+{
+  struct Ctx {
+    GstPad * pad;
+    bool with_segment;
+  } ctx = { srcpad, with_segment };
+  gst_pad_sticky_events_foreach (
+      self->sinkpad,
+      [] (GstPad *, GstEvent ** event, gpointer user_data) -> gboolean {
+        auto * c = static_cast<Ctx *> (user_data);
+        GstEventType type = GST_EVENT_TYPE (*event);
+        if (type != GST_EVENT_EOS
+            && (type != GST_EVENT_SEGMENT || c->with_segment))
+          gst_pad_store_sticky_event (c->pad, *event);
+        return TRUE;
+      },
+      &ctx);
+}
+
+/* Starts (or resumes) the lane's task. A new task gets its own reference to
+ * the lane; a paused task is resumed with the reference it has (GStreamer
+ * ignores the data of a restart). Call with lane->lock held. (Starting a task
+ * posts a stream-status message synchronously: a bus sync handler must not
+ * call back into this element.) */
+static gboolean
+start_lane_task_unlocked (const LanePtr & lane)
+{
+  GST_OBJECT_LOCK (lane->pad);
+  bool has_task = GST_PAD_TASK (lane->pad) != nullptr;
+  GST_OBJECT_UNLOCK (lane->pad);
+  if (has_task)
+    return gst_pad_start_task (lane->pad, lane_loop, nullptr, nullptr);
+  return gst_pad_start_task (lane->pad, lane_loop, new LanePtr (lane),
+      [] (gpointer data) { delete static_cast<LanePtr *> (data); });
+}
+
+/* Restarts the lane after a flush unless its pad is not active (any more).
+ * Under the lane lock, so that it cannot race with deactivation, which
+ * makes the lane inactive under the same lock before it stops the task. */
+void
+fanout::lane_restart (GstGpuFanOut * self, const LanePtr & lane)
+{
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (GST_PAD_MODE (lane->pad) != GST_PAD_MODE_PUSH
+      || lane->state != LaneState::kFlushing)
+    return;
+  lane->state = LaneState::kRunning;
+  /* what the flush dropped from the queue (caps, tags, ...) still holds:
+   * the task is paused here, so nothing can be stored out of order */
+  copy_sticky_events (self, lane->pad, false);
+  if (!start_lane_task_unlocked (lane))
+    lane->state = LaneState::kInactive;
+  lane_changed_unlocked (self, lane);
+}
+
+/* A serialized query must not overtake what the lanes still hold (their
+ * branch may not even have its caps yet): wait until every lane's queue is
+ * empty and its worker idle. Flush-aware; FALSE if a lane is flushing. */
+gboolean
+fanout::wait_lanes_drained (GstGpuFanOut * self)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::unique_lock<std::mutex> lk (lane->lock);
+    /* a stalled lane's branch may never return what it holds */
+    while (lane->state == LaneState::kRunning
+        && (lane->busy || !lane->queue.empty ())
+        && !self->priv->session->IsLaneStalled (lane->id))
+      lane->cond.wait_for (lk, kLaneWaitSlice);
+  }
+  /* a lane being released or deactivated holds nothing any more; only our
+   * own flush fails the query */
+  return !self->priv->session->flushing ();
+}
+
+/* DRAIN: every branch must drain, not only the first that answers. */
+gboolean
+fanout::drain_all_lanes (GstGpuFanOut * self, GstQuery * query)
+{
+  gboolean res = TRUE;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane->linked.load ())
+      res &= gst_pad_peer_query (lane->pad, query);
+  }
+  return res;
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The pairing probe: before a lane's first item, gpufanout asks through
+ * the branch whether a gpufanin is at its end; the fan-in claims the lane. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout-private.h"
+
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+using namespace fanout;
+
+/* A joining lane's branch is probed at least every so many dispatches. */
+static constexpr guint kMaxJoiningProbeInterval = 32;
+
+void
+fanout::request_probe (GstGpuFanOut * self, const LanePtr & lane)
+{
+  lane->needs_probe = true;
+  self->priv->probe_pending = true;
+  self->priv->reset_joining_probe = true;
+}
+
+/* A joining lane gets items only once a fan-in claims it, which it does
+ * when the pairing probe through its branch reaches one: probe its branch
+ * again now and then (the branch may be completed anywhere along it, so no
+ * link of ours announces that). */
+void
+fanout::reprobe_joining_lanes (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (priv->reset_joining_probe.exchange (false)) {
+    priv->joining_probe_interval = 1;
+    priv->dispatches_since_joining_probe = 0;
+  }
+  if (++priv->dispatches_since_joining_probe < priv->joining_probe_interval)
+    return;
+  priv->dispatches_since_joining_probe = 0;
+  priv->joining_probe_interval
+      = MIN (priv->joining_probe_interval * 2, kMaxJoiningProbeInterval);
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane->linked.load () && !priv->session->IsLaneClaimed (lane->id)) {
+      lane->needs_probe = true;
+      priv->probe_pending = true;
+    }
+  }
+}
+
+/* Before a lane's first item (and after a relink or a new stream), ask its
+ * branch whether a gpufanin is at the end; the fan-in claims the lane. */
+void
+fanout::probe_lanes (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  if (!priv->probe_pending.exchange (false))
+    return;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (!lane->needs_probe.exchange (false))
+      continue;
+    if (priv->session->IsLaneClaimed (lane->id))
+      continue;
+    GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id,
+        GST_ELEMENT (self));
+    gboolean answered = gst_pad_peer_query (lane->pad, query);
+    GST_DEBUG_OBJECT (lane->pad, "pairing probe: %s",
+        answered && gst_gpufan_pair_query_claimed (query)
+            ? "claimed by a gpufanin"
+            : "no gpufanin downstream");
+    gst_query_unref (query);
+  }
+}
+
+/* A pairing probe of an outer fan-out enters our pair: it crosses it through
+ * one lane (our fan-in passes it on with the depth back down). */
+gboolean
+fanout::forward_pair_query_downstream (GstGpuFanOut * self, GstQuery * query)
+{
+  gst_gpufan_pair_query_set_depth (query,
+      gst_gpufan_pair_query_get_depth (query) + 1);
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane->linked.load ())
+      return gst_pad_peer_query (lane->pad, query);
+  }
+  return FALSE;
+}

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Placement: which device each lane runs on (at NULL->READY, or when a
+ * branch asks for its CUDA context), the lane's worker-thread pool, and the
+ * staging copy of frames into the lane's NUMA-local host pool. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout-private.h"
+
+#include "gstgpufancudacontext.h"
+#include "gstgpufandevices.h"
+
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+using namespace fanout;
+
+static gint
+pad_device (GstPad * pad)
+{
+  GST_OBJECT_LOCK (pad);
+  gint device = GST_GPUFAN_OUT_PAD (pad)->device;
+  GST_OBJECT_UNLOCK (pad);
+  return device;
+}
+
+/* Decides lane @id's device from the settings. Takes settings_lock: call
+ * without lanes_lock. */
+static gpufan::Placement
+compute_placement (GstGpuFanOut * self, guint id, gint pad_gpu)
+{
+  gpufan::DeviceSpec spec;
+  gpufan::PlacementHints hints;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    spec = self->priv->device_spec;
+    hints = self->priv->hints;
+  }
+  return gpufan::PlaceLane (spec, hints,
+      gst_gpufan_device_registry ().devices (), id, pad_gpu,
+      gst_gpufan_device_free_memory);
+}
+
+/* Records @device as lane's, with a task pool bound to the device's CPUs
+ * for the lane's next task (the current one, if any, keeps its thread). */
+static void
+apply_placement (GstGpuFanOut * self, const LanePtr & lane,
+    const gpufan::Device & device, guint host_pool_mib,
+    GstGpuFanStaging staging)
+{
+  GstGpuFanTaskPool * pool = nullptr;
+  if (!device.local_cpus.empty ())
+    pool = gst_gpufan_task_pool_new (device.local_cpus, gst_gpufan_bind_thread);
+  GST_OBJECT_LOCK (lane->pad);
+  GstGpuFanTaskPool * old = GST_GPUFAN_OUT_PAD (lane->pad)->task_pool;
+  GST_GPUFAN_OUT_PAD (lane->pad)->task_pool = pool;
+  GST_OBJECT_UNLOCK (lane->pad);
+  gst_clear_object (&old);
+
+  GstAllocator * allocator = host_pool_mib
+      ? gst_gpufan_host_allocator_get (device.numa_node, host_pool_mib)
+      : nullptr;
+  {
+    std::lock_guard<std::mutex> lk (lane->staging_lock);
+    std::swap (lane->allocator, allocator);
+    const bool gpu = device.kind == gpufan::DeviceKind::kCuda;
+    lane->stage = lane->allocator
+        && (staging == GST_GPUFAN_STAGING_ALWAYS
+            || (staging == GST_GPUFAN_STAGING_AUTO && gpu));
+    lane->stage_node = MAX (device.numa_node, -1);
+    /* a GPU needs pinned memory; a CPU lane only local memory */
+    lane->stage_pinned = gpu;
+  }
+  if (allocator)
+    gst_object_unref (allocator);
+
+  lane->device = device;
+  lane->placed = true;
+  self->priv->session->SetLaneDevice (lane->id, device);
+  GST_INFO_OBJECT (lane->pad, "lane %u on %s", lane->id,
+      device.Describe ().c_str ());
+}
+
+/* Places the lane unless it is placed already; FALSE with @error set when
+ * no device fits. */
+gboolean
+fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
+    std::string * error)
+{
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    if (lane->placed)
+      return TRUE;
+  }
+  gpufan::Placement placement
+      = compute_placement (self, lane->id, pad_device (lane->pad));
+  if (!placement.ok) {
+    *error = placement.error;
+    return FALSE;
+  }
+  guint host_pool_mib;
+  GstGpuFanStaging staging;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    host_pool_mib = self->priv->host_pool_mib;
+    staging = self->priv->staging;
+  }
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  if (!lane->placed) /* a concurrent placement won */
+    apply_placement (self, lane, placement.device, host_pool_mib, staging);
+  return TRUE;
+}
+
+/* Lanes are not moved while streaming: a branch bound to a GPU keeps it.
+ * Settings changed then take effect at the next start (READY->NULL
+ * unplaces every lane). */
+static bool
+lanes_streaming (GstGpuFanOut * self)
+{
+  GST_OBJECT_LOCK (self);
+  bool streaming = GST_STATE (self) >= GST_STATE_PAUSED
+      || GST_STATE_PENDING (self) >= GST_STATE_PAUSED;
+  GST_OBJECT_UNLOCK (self);
+  if (streaming)
+    GST_WARNING_OBJECT (self,
+        "device settings changed while streaming take "
+        "effect at the next start");
+  return streaming;
+}
+
+/* The settings changed: the lane is placed again at the next start. */
+void
+fanout::unplace_lane (GstGpuFanOut * self, guint id)
+{
+  if (lanes_streaming (self))
+    return;
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  auto it = self->priv->lanes.find (id);
+  if (it != self->priv->lanes.end ())
+    it->second->placed = false;
+}
+
+/* Every lane is placed again at its next placement. */
+void
+fanout::forget_placements (GstGpuFanOut * self)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  for (auto & kv : self->priv->lanes)
+    kv.second->placed = false;
+}
+
+void
+fanout::unplace_all_lanes (GstGpuFanOut * self)
+{
+  if (!lanes_streaming (self))
+    forget_placements (self);
+}
+
+/* At NULL->READY: every lane gets its device, or the element fails with
+ * a message that says what to change. Running CPU lanes because the
+ * machine has no GPU is worth one warning (devices=cpu asks for them). */
+gboolean
+fanout::place_all_lanes (GstGpuFanOut * self)
+{
+  std::string settings_error;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    if (!self->priv->settings_errors.empty ())
+      settings_error = self->priv->settings_errors.begin ()->second;
+  }
+  if (!settings_error.empty ()) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("%s", settings_error.c_str ()), (nullptr));
+    return FALSE;
+  }
+
+  bool cpu_by_default = false;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::string error;
+    if (!place_lane (self, lane, &error)) {
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("No device for lane %u: %s", lane->id, error.c_str ()),
+          ("devices, min-free-memory, min-compute-capability, require-codecs "
+           "or the pad's device property exclude every device"));
+      return FALSE;
+    }
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    cpu_by_default |= lane->device.kind == gpufan::DeviceKind::kCpu;
+  }
+
+  bool auto_mode;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    auto_mode = self->priv->device_spec.mode == gpufan::DeviceSpec::Mode::kAuto;
+  }
+  /* once per start (placement runs at NULL->READY and READY->PAUSED) */
+  if (auto_mode && cpu_by_default && !self->priv->no_gpu_warned.exchange (true))
+    GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
+        ("No GPU: running CPU lanes (%s)",
+            gst_gpufan_no_gpu_reason ().c_str ()),
+        ("devices=auto found no CUDA device; set devices=cpu to ask for CPU "
+         "lanes and silence this warning"));
+  return TRUE;
+}
+
+/* Copies a frame into the lane's NUMA-local (pinned, for a GPU) pool
+ * memory unless it is there already: upstream that used the pool the
+ * fan-out proposed needs no copy. A full pool lets the frame through as it
+ * is. Frames in device memory (caps features other than system memory:
+ * CUDA, GL, DMABuf) are left alone. On the lane's thread, without the lane
+ * lock (the item is popped and the lane busy). */
+void
+fanout::stage_item (const LanePtr & lane, QueuedItem & item)
+{
+  GstAllocator * allocator = nullptr;
+  gint node;
+  gboolean need_pinned;
+  {
+    std::lock_guard<std::mutex> lk (lane->staging_lock);
+    if (!lane->stage || !lane->allocator)
+      return;
+    allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
+    node = lane->stage_node;
+    need_pinned = lane->stage_pinned;
+  }
+  GstBuffer * buffer = GST_BUFFER_CAST (item.obj);
+  if (lane->element->priv->host_memory_caps.load ()
+      && !gst_gpufan_buffer_is_local (buffer, node, need_pinned)) {
+    gboolean copied;
+    std::string why_not;
+    item.obj = GST_MINI_OBJECT_CAST (
+        gst_gpufan_stage_buffer (GST_BUFFER_CAST (item.Steal ()), allocator,
+            &copied, &why_not));
+    if (copied) {
+      lane->copies++;
+    } else {
+      lane->copies_skipped++;
+      GST_LOG_OBJECT (lane->pad, "frame not staged: %s", why_not.c_str ());
+    }
+  }
+  gst_object_unref (allocator);
+}
+
+/* A branch element (cudaupload, nvh264enc, ...) asks for its CUDA context:
+ * it gets its lane's device. Branch elements ask while the fan-out may
+ * still be in NULL, so the lane is placed now if it is not yet. */
+gboolean
+fanout::answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
+    GstQuery * query)
+{
+  LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane);
+  std::string why_not;
+  if (!lane || !place_lane (self, lane, &why_not)) {
+    GST_WARNING_OBJECT (pad, "no device to answer a CUDA context query: %s",
+        why_not.c_str ());
+    return FALSE;
+  }
+  gpufan::Device device;
+  {
+    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    device = lane->device;
+  }
+  if (device.kind != gpufan::DeviceKind::kCuda) {
+    /* a CPU lane has no CUDA context to give; upstream may have one */
+    return gst_pad_query_default (pad, GST_OBJECT (self), query);
+  }
+  if (!gst_gpufan_answer_cuda_context_query (query, device.index, &why_not)) {
+    GST_WARNING_OBJECT (pad,
+        "cannot give lane %u the context of CUDA "
+        "device %d: %s",
+        lane->id, device.index, why_not.c_str ());
+    return FALSE;
+  }
+  GST_DEBUG_OBJECT (pad, "gave the branch CUDA device %d", device.index);
+  return TRUE;
+}
+
+/* Parses a device setting into priv (under settings_lock). A value that
+ * does not parse is kept as text and fails the next NULL->READY with a
+ * message naming it: gst-launch users see it, a g_warning they might not. */
+void
+fanout::set_device_setting (GstGpuFanOut * self, guint prop_id,
+    const GValue * value)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  std::lock_guard<std::mutex> lk (priv->settings_lock);
+  std::string error;
+  switch (prop_id) {
+    case PROP_DEVICES: {
+      const gchar * text = g_value_get_string (value);
+      priv->devices_text = text ? text : DEFAULT_DEVICES;
+      gpufan::DeviceSpec spec;
+      if (gpufan::DeviceSpec::Parse (priv->devices_text, &spec, &error))
+        priv->device_spec = spec;
+      else
+        error = "Invalid devices " + error;
+      break;
+    }
+    case PROP_MIN_FREE_MEMORY:
+      priv->hints.min_free_memory = g_value_get_uint64 (value) * 1024 * 1024;
+      break;
+    case PROP_MIN_COMPUTE_CAPABILITY: {
+      const gchar * text = g_value_get_string (value);
+      priv->min_compute_capability = text ? text : "";
+      gint major = 0, minor = 0;
+      if (priv->min_compute_capability.empty ()
+          || gst_gpufan_parse_compute_capability (text, &major, &minor)) {
+        priv->hints.min_cc_major = major;
+        priv->hints.min_cc_minor = minor;
+      } else {
+        error = "Invalid min-compute-capability '"
+            + priv->min_compute_capability
+            + "': expected MAJOR.MINOR, "
+              "e.g. 8.6";
+      }
+      break;
+    }
+    case PROP_REQUIRE_CODECS:
+      priv->require_codecs = g_value_get_flags (value);
+      priv->hints.need_nvenc = priv->require_codecs & GST_GPUFAN_CODEC_NVENC;
+      priv->hints.need_nvdec = priv->require_codecs & GST_GPUFAN_CODEC_NVDEC;
+      break;
+  }
+  /* a good value clears its own property's error, not another's */
+  if (error.empty ()) {
+    priv->settings_errors.erase (prop_id);
+  } else {
+    priv->settings_errors[prop_id] = error;
+    GST_WARNING_OBJECT (self, "%s", error.c_str ());
+  }
+}

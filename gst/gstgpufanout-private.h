@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufanout's internals, shared by its source files:
+ *   gstgpufanout.cpp             the element: request pads, states, properties
+ *   gstgpufanout-dispatch.cpp    the sink pad: each buffer to a lane's queue
+ *   gstgpufanout-lane.cpp        a lane's queue, worker thread, flush and EOS
+ *   gstgpufanout-pad.cpp         the src pad class and its pad functions
+ *   gstgpufanout-pairing.cpp     the probe that lets a gpufanin claim lanes
+ *   gstgpufanout-placement.cpp   which device a lane runs on; staging copies
+ *   gstgpufanout-allocation.cpp  the ALLOCATION answer over all lanes
+ *   gstgpufanout-stats.cpp       statistics messages and per-lane fields
+ *   gstgpufanout-enums.cpp       the policy and staging enums */
+#pragma once
+
+#include <gst/gst.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpufan/device.h"
+#include "gpufan/placement.h"
+#include "gpufan/session.h"
+#include "gstgpufanout.h"
+#include "gstgpufantaskpool.h"
+#include "gstgpufanhostmemory.h"
+#include "gstgpufanutils.h"
+
+GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
+
+/* *INDENT-OFF* */
+/* Locks, outermost first (a thread holding one may take only those below):
+ *   1. priv->settings_lock   device settings (properties)
+ *   2. priv->lanes_lock      the lane map and each lane's placement
+ *   3. Lane::lock            a lane's queue, state and condition variable
+ *   4. a pad's object lock   pad properties (weight, device, task pool)
+ *   5. Leaf locks, never held while taking another: Lane::staging_lock (the
+ *      lane's host pool; statistics read it from any thread),
+ *      priv->upstream_lock (upstream event seqnums), and the Session's own
+ *      lock (the Session never calls back into us).
+ * No lock of ours is held across a push, a peer query, a pad (de)activation
+ * or a blocking Session call (DispatchItem). */
+/* *INDENT-ON* */
+
+#define DEFAULT_POLICY GST_GPUFAN_POLICY_ADAPTIVE
+#define DEFAULT_QUEUE_SIZE 4
+#define DEFAULT_MAX_IN_FLIGHT 0
+#define DEFAULT_STATS_INTERVAL 0
+#define DEFAULT_WEIGHT 1.0
+#define DEFAULT_DEVICES "auto"
+#define DEFAULT_MIN_FREE_MEMORY 0
+#define DEFAULT_MIN_COMPUTE_CAPABILITY ""
+#define DEFAULT_REQUIRE_CODECS 0
+#define DEFAULT_PAD_DEVICE -1
+#define DEFAULT_HOST_POOL_SIZE GST_GPUFAN_DEFAULT_HOST_POOL_MIB
+#define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
+
+typedef enum {
+  GST_GPUFAN_POLICY_ROUND_ROBIN,
+  GST_GPUFAN_POLICY_LEAST_LOADED,
+  GST_GPUFAN_POLICY_WEIGHTED,
+  GST_GPUFAN_POLICY_ADAPTIVE,
+} GstGpuFanPolicy;
+
+typedef enum {
+  GST_GPUFAN_STAGING_AUTO,
+  GST_GPUFAN_STAGING_ALWAYS,
+  GST_GPUFAN_STAGING_NEVER,
+} GstGpuFanStaging;
+
+#define GST_TYPE_GPUFAN_STAGING (gst_gpufan_staging_get_type ())
+GType gst_gpufan_staging_get_type (void);
+
+namespace fanout {
+gpufan::Policy policy_from_enum (gint value);
+gint policy_to_enum (gpufan::Policy policy);
+} // namespace fanout
+
+namespace fanout {
+enum class ItemKind {
+  kBuffer,         /* a scheduled buffer (has a seq) */
+  kScheduledEvent, /* a GAP event, scheduled like a buffer (has a seq) */
+  kEvent,          /* a serialized event every lane gets (no seq) */
+};
+
+/* Where a lane is in its life. Only kRunning takes items. */
+enum class LaneState {
+  kInactive, /* its pad is not active: not yet activated, deactivated, or
+              * being released */
+  kFlushing, /* between the stream's FLUSH_START and FLUSH_STOP */
+  kRunning,
+};
+
+/* Owns one reference to a buffer or event. */
+struct QueuedItem {
+  GstMiniObject * obj = nullptr;
+  guint64 seq = 0;
+  ItemKind kind = ItemKind::kEvent;
+  bool awaited = false; /* a gpufanin completes it (Dispatch::awaited) */
+
+  QueuedItem () = default;
+  QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
+      : obj (o), seq (s), kind (k)
+  {
+  }
+  QueuedItem (QueuedItem && other) noexcept
+      : obj (other.obj), seq (other.seq), kind (other.kind),
+        awaited (other.awaited)
+  {
+    other.obj = nullptr;
+  }
+  QueuedItem & operator= (QueuedItem && other) noexcept
+  {
+    if (this != &other) {
+      if (obj)
+        gst_mini_object_unref (obj);
+      obj = other.Steal ();
+      seq = other.seq;
+      kind = other.kind;
+      awaited = other.awaited;
+    }
+    return *this;
+  }
+  QueuedItem (const QueuedItem &) = delete;
+  QueuedItem & operator= (const QueuedItem &) = delete;
+  ~QueuedItem ()
+  {
+    if (obj)
+      gst_mini_object_unref (obj);
+  }
+  GstMiniObject * Steal ()
+  {
+    GstMiniObject * o = obj;
+    obj = nullptr;
+    return o;
+  }
+};
+
+struct Lane {
+  Lane (GstGpuFanOut * e, GstPad * p, guint i)
+      : element (e), pad (GST_PAD (gst_object_ref (p))), id (i)
+  {
+  }
+
+  GstGpuFanOut * const element; /* not reffed: the element owns the lane */
+  GstPad * const pad;
+  const guint id;
+
+  /* The lane's state, one lock for all of it (as gstqueue.c's qlock): the
+   * chain function, the worker, the pad functions and flushes change it
+   * through the lane_* functions of gstgpufanout-lane.cpp, which notify
+   * `cond` and tell the Session whether the lane takes items. */
+  std::mutex lock;
+  std::condition_variable cond;
+  LaneState state = LaneState::kInactive;
+  /* The branch's last push result, sticky until a link, a flush or a new
+   * start resets it (queue's srcresult without the flushing part, which is
+   * `state`). */
+  GstFlowReturn result = GST_FLOW_OK;
+  std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
+  bool busy = false;            /* the worker is handling an item */
+  bool eos_pushed = false;
+  /* Counts links: a NOT_LINKED from a push that began before the latest
+   * link is stale. */
+  guint link_generation = 0;
+  /* The last item the worker pushed, and when an idle stalled lane next
+   * sends a marker to see whether its branch answers again (steady ns). */
+  guint64 last_seq = 0;
+  gint64 next_liveness_ns = 0;
+
+  /* Whether the pad is linked. Atomic, not under `lock`: the unlink
+   * function runs with pad locks held, and starting a task takes a pad lock
+   * with `lock` held. */
+  std::atomic<bool> linked{ false };
+  /* Ask the branch whether a gpufanin is at its end before the next item
+   * (the pairing probe's, not the lane's state). */
+  std::atomic<bool> needs_probe{ true };
+
+  /* Where the lane runs (under the element's lanes_lock). Placed once per
+   * NULL->READY cycle, or earlier when a branch asks for its CUDA context,
+   * and kept: a branch that bound to a GPU must not see its lane move. */
+  bool placed = false;
+  gpufan::Device device;
+
+  /* The host pool of the device's NUMA node and whether frames are copied
+   * into it before they enter the branch. Under staging_lock, a leaf lock
+   * never held across a call into GStreamer: the statistics read these
+   * from any thread, even from a bus sync handler while `lock` is held. */
+  std::mutex staging_lock;
+  GstAllocator * allocator = nullptr;
+  bool stage = false;
+  gint stage_node = -1;
+  bool stage_pinned = false;
+  std::atomic<guint64> copies{ 0 };
+  std::atomic<guint64> copies_skipped{ 0 };
+
+  ~Lane ()
+  {
+    gst_object_unref (pad);
+    if (allocator)
+      gst_object_unref (allocator);
+  }
+};
+
+using LanePtr = std::shared_ptr<Lane>;
+
+} // namespace fanout
+
+struct GstGpuFanOutPrivate {
+  /* holds policy, queue-size and max-in-flight (thread-safe) */
+  std::shared_ptr<gpufan::Session> session = gpufan::Session::Create (
+      gpufan::SessionConfig{ fanout::policy_from_enum (DEFAULT_POLICY),
+          DEFAULT_QUEUE_SIZE, DEFAULT_MAX_IN_FLIGHT });
+
+  std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
+
+  /* Device settings (properties), under settings_lock. */
+  std::mutex settings_lock;
+  std::string devices_text = DEFAULT_DEVICES;
+  /* property values that did not parse, by property: reported at
+   * NULL->READY */
+  std::map<guint, std::string> settings_errors;
+  gpufan::DeviceSpec device_spec;
+  gpufan::PlacementHints hints;
+  std::string min_compute_capability = DEFAULT_MIN_COMPUTE_CAPABILITY;
+  guint require_codecs = DEFAULT_REQUIRE_CODECS;
+  guint host_pool_mib = DEFAULT_HOST_POOL_SIZE;
+  GstGpuFanStaging staging = DEFAULT_STAGING;
+  /* the stream's caps are in system memory (no caps features but
+   * memory:SystemMemory): only then is staging or a host pool of use */
+  std::atomic<bool> host_memory_caps{ true };
+  /* the "No GPU" warning was posted since the last READY->NULL */
+  std::atomic<bool> no_gpu_warned{ false };
+  /* some lane's needs_probe is set: saves looking at every lane per buffer */
+  std::atomic<bool> probe_pending{ true };
+  /* While a lane is joining (its branch may not reach the fan-in yet), its
+   * branch is probed again every so many dispatches, doubling up to
+   * kMaxJoiningProbeInterval; a link resets it. Streaming thread only. */
+  guint joining_probe_interval = 1;
+  guint dispatches_since_joining_probe = 0;
+  std::atomic<bool> reset_joining_probe{ false };
+
+  std::mutex lanes_lock;
+  std::map<guint, fanout::LanePtr> lanes;
+
+  /* Some lane's result changed, or a lane came or went: the chain function
+   * combines the results again (combined_result is its cache, streaming
+   * thread only). */
+  std::atomic<bool> lane_results_changed{ true };
+  GstFlowReturn combined_result = GST_FLOW_NOT_LINKED;
+
+  std::atomic<guint32> caps_epoch{ 0 };
+  std::atomic<gint64> last_stats_post_ns{ 0 };
+  std::atomic<bool> stats_posted{ false };
+  std::atomic<bool> lane_error_posted{ false };
+
+  /* Upstream events come once per lane (gpufanin forwards to all its sink
+   * pads): forward each seqnum once. */
+  std::mutex upstream_lock;
+  GstGpuFanSeqnumMemory upstream_seqnums;
+};
+
+struct _GstGpuFanOut {
+  GstElement parent;
+  GstPad * sinkpad;
+  GstGpuFanOutPrivate * priv;
+};
+
+struct _GstGpuFanOutPad {
+  GstPad parent;
+  GstGpuFanOut * fanout; /* not reffed: the element outlives its pads */
+  guint lane;
+  gdouble weight; /* under the object lock */
+  gint device;    /* GPU ordinal, -1: from the element; under the object lock */
+  /* Threads for the lane's task, bound to the device's CPUs (or nullptr:
+   * GStreamer's default pool). Under the object lock: read when the task is
+   * created, with the lane lock held. */
+  GstGpuFanTaskPool * task_pool;
+};
+
+enum {
+  PROP_0,
+  PROP_POLICY,
+  PROP_QUEUE_SIZE,
+  PROP_MAX_IN_FLIGHT,
+  PROP_STATS,
+  PROP_STATS_INTERVAL,
+  PROP_DEVICES,
+  PROP_MIN_FREE_MEMORY,
+  PROP_MIN_COMPUTE_CAPABILITY,
+  PROP_REQUIRE_CODECS,
+  PROP_HOST_POOL_SIZE,
+  PROP_STAGING,
+};
+
+enum {
+  PROP_PAD_0,
+  PROP_PAD_WEIGHT,
+  PROP_PAD_LANE,
+  PROP_PAD_DEVICE,
+};
+
+namespace fanout {
+
+/* The lane: its queue, worker thread, flush, results and EOS (gstgpufanout-lane.cpp) */
+LanePtr find_lane (GstGpuFanOut * self, guint id);
+std::vector<LanePtr> snapshot_lanes (GstGpuFanOut * self);
+/* The lane's transitions: each under the lane lock, each telling the
+ * Session whether the lane takes items. */
+gboolean lane_enqueue (const LanePtr & lane, QueuedItem && item);
+gboolean lane_activate (GstGpuFanOut * self, const LanePtr & lane,
+    bool start_task);
+void lane_start_deferred_task (const LanePtr & lane);
+void lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state);
+void lane_restart (GstGpuFanOut * self, const LanePtr & lane);
+void lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all);
+void lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked);
+/* A lane came or went: the results are combined again. */
+void lanes_changed (GstGpuFanOut * self);
+GstFlowReturn combine_lane_results (GstGpuFanOut * self);
+bool any_lane_inactive (GstGpuFanOut * self);
+gboolean wait_lanes_drained (GstGpuFanOut * self);
+gboolean drain_all_lanes (GstGpuFanOut * self, GstQuery * query);
+
+/* The sink pad: buffers and events into the lanes (gstgpufanout-dispatch.cpp) */
+/* Sets the sink pad functions. */
+void install_sink_pad_functions (GstPad * pad);
+
+/* The src pad: one per lane (gstgpufanout-pad.cpp) */
+/* Sets the src pad functions of a new lane pad. */
+void install_src_pad_functions (GstPad * pad);
+
+/* The pairing probe: which gpufanin claims a lane (gstgpufanout-pairing.cpp) */
+void request_probe (GstGpuFanOut * self, const LanePtr & lane);
+void reprobe_joining_lanes (GstGpuFanOut * self);
+void probe_lanes (GstGpuFanOut * self);
+gboolean forward_pair_query_downstream (GstGpuFanOut * self, GstQuery * query);
+
+/* Device placement and staging (gstgpufanout-placement.cpp) */
+gboolean place_lane (GstGpuFanOut * self, const LanePtr & lane,
+    std::string * error);
+void unplace_lane (GstGpuFanOut * self, guint id);
+void forget_placements (GstGpuFanOut * self);
+void unplace_all_lanes (GstGpuFanOut * self);
+gboolean place_all_lanes (GstGpuFanOut * self);
+void stage_item (const LanePtr & lane, QueuedItem & item);
+gboolean answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
+    GstQuery * query);
+void set_device_setting (GstGpuFanOut * self, guint prop_id,
+    const GValue * value);
+
+/* Allocation aggregation (gstgpufanout-allocation.cpp) */
+gboolean caps_in_host_memory (GstCaps * caps);
+gboolean aggregate_allocation (GstGpuFanOut * self, GstQuery * query);
+
+/* Statistics (gstgpufanout-stats.cpp) */
+GstGpuFanLaneDecorator lane_decorator (GstGpuFanOut * self);
+void maybe_post_interval_stats (GstGpuFanOut * self);
+void on_lane_eos (GstGpuFanOut * self);
+
+} // namespace fanout
