@@ -7,6 +7,10 @@
 
 #include "gstgpufanout-private.h"
 
+#include <map>
+#include <optional>
+#include <vector>
+
 #include <gst/video/video.h>
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
@@ -29,30 +33,26 @@ fanout::caps_in_host_memory (GstCaps * caps)
   return TRUE;
 }
 
-/* The host allocator of the NUMA node most lanes are on (GPU lanes count
- * first: they need pinned memory), or nullptr when the pools are off. */
+/* The host allocator of the node gpufan::ElectProposedPool elects among
+ * the lanes' staging plans, or nullptr when no lane stages into a pool. */
 static GstAllocator *
 proposed_allocator (GstGpuFanOut * self)
 {
-  std::map<GstAllocator *, int> votes;
+  std::vector<gpufan::StagingPlan> plans;
+  std::map<gint, GstAllocator *> by_node;
   std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
   for (auto & kv : self->priv->lanes) {
     const LanePtr & lane = kv.second;
     std::lock_guard<std::mutex> lane_lk (lane->staging_lock);
-    /* only lanes that want their frames in the pool (GPU lanes, or any lane
-     * with staging=always) make the fan-out propose it */
-    if (lane->allocator && lane->stage)
-      votes[lane->allocator] += lane->stage_pinned ? 1000 : 1;
+    if (!lane->allocator)
+      continue;
+    plans.push_back (lane->staging);
+    by_node.emplace (lane->staging.node, lane->allocator);
   }
-  GstAllocator * best = nullptr;
-  int best_votes = 0;
-  for (auto & v : votes) {
-    if (v.second > best_votes) {
-      best = v.first;
-      best_votes = v.second;
-    }
-  }
-  return best ? GST_ALLOCATOR (gst_object_ref (best)) : nullptr;
+  const std::optional<gint> node = gpufan::ElectProposedPool (plans);
+  if (!node)
+    return nullptr;
+  return GST_ALLOCATOR (gst_object_ref (by_node.at (*node)));
 }
 
 /* Allocation: tee's aggregation over the lanes (largest size, largest

@@ -6,30 +6,28 @@
 
 #include "gstgpufanout-private.h"
 
+#include <vector>
+
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 using namespace fanout;
 
+/* Built from the library's one table of policies (nicks, descriptions);
+ * the values are gpufan::Policy's. */
 GType
 gst_gpufan_policy_get_type (void)
 {
   static GType type = 0;
-  static const GEnumValue values[] = {
-    { GST_GPUFAN_POLICY_ROUND_ROBIN,
-        "Strict turn over the lanes (waits for the lane in turn)",
-        "round-robin" },
-    { GST_GPUFAN_POLICY_LEAST_LOADED, "Lane with the fewest buffers in flight",
-        "least-loaded" },
-    { GST_GPUFAN_POLICY_WEIGHTED,
-        "Smooth weighted round-robin over the src pads' weight property",
-        "weighted" },
-    { GST_GPUFAN_POLICY_ADAPTIVE,
-        "Earliest expected completion, learning each lane's speed",
-        "adaptive" },
-    { 0, nullptr, nullptr },
-  };
 
   if (g_once_init_enter (&type)) {
+    const std::vector<gpufan::PolicyInfo> & policies = gpufan::Policies ();
+    /* GLib keeps the table for the life of the process */
+    GEnumValue * values = g_new0 (GEnumValue, policies.size () + 1);
+    for (size_t i = 0; i < policies.size (); i++) {
+      values[i].value = (gint)policies[i].policy;
+      values[i].value_name = policies[i].description;
+      values[i].value_nick = policies[i].nick;
+    }
     GType t = g_enum_register_static ("GstGpuFanPolicy", values);
     g_once_init_leave (&type, t);
   }
@@ -39,32 +37,16 @@ gst_gpufan_policy_get_type (void)
 gpufan::Policy
 fanout::policy_from_enum (gint value)
 {
-  switch (value) {
-    case GST_GPUFAN_POLICY_ROUND_ROBIN:
-      return gpufan::Policy::kRoundRobin;
-    case GST_GPUFAN_POLICY_LEAST_LOADED:
-      return gpufan::Policy::kLeastLoaded;
-    case GST_GPUFAN_POLICY_WEIGHTED:
-      return gpufan::Policy::kWeighted;
-    default:
-      return gpufan::Policy::kAdaptive;
-  }
+  for (const gpufan::PolicyInfo & p : gpufan::Policies ())
+    if ((gint)p.policy == value)
+      return p.policy;
+  return gpufan::Policy::kAdaptive;
 }
 
 gint
 fanout::policy_to_enum (gpufan::Policy policy)
 {
-  switch (policy) {
-    case gpufan::Policy::kRoundRobin:
-      return GST_GPUFAN_POLICY_ROUND_ROBIN;
-    case gpufan::Policy::kLeastLoaded:
-      return GST_GPUFAN_POLICY_LEAST_LOADED;
-    case gpufan::Policy::kWeighted:
-      return GST_GPUFAN_POLICY_WEIGHTED;
-    case gpufan::Policy::kAdaptive:
-      break;
-  }
-  return GST_GPUFAN_POLICY_ADAPTIVE;
+  return (gint)policy;
 }
 
 GType

@@ -63,13 +63,8 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
   {
     std::lock_guard<std::mutex> lk (lane->staging_lock);
     std::swap (lane->allocator, allocator);
-    const bool gpu = device.kind == gpufan::DeviceKind::kCuda;
-    lane->stage = lane->allocator
-        && (staging == GST_GPUFAN_STAGING_ALWAYS
-            || (staging == GST_GPUFAN_STAGING_AUTO && gpu));
-    lane->stage_node = MAX (device.numa_node, -1);
-    /* a GPU needs pinned memory; a CPU lane only local memory */
-    lane->stage_pinned = gpu;
+    lane->staging = gpufan::PlanStaging ((gpufan::StagingMode)staging, device,
+        lane->allocator != nullptr);
   }
   if (allocator)
     gst_object_unref (allocator);
@@ -213,19 +208,20 @@ void
 fanout::stage_item (const LanePtr & lane, QueuedItem & item)
 {
   GstAllocator * allocator = nullptr;
-  gint node;
-  gboolean need_pinned;
+  gpufan::StagingPlan plan;
   {
     std::lock_guard<std::mutex> lk (lane->staging_lock);
-    if (!lane->stage || !lane->allocator)
+    if (!lane->staging.stage || !lane->allocator)
       return;
     allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
-    node = lane->stage_node;
-    need_pinned = lane->stage_pinned;
+    plan = lane->staging;
   }
   GstBuffer * buffer = GST_BUFFER_CAST (item.obj);
-  if (lane->element->priv->host_memory_caps.load ()
-      && !gst_gpufan_buffer_is_local (buffer, node, need_pinned)) {
+  const bool host_frames = lane->element->priv->host_memory_caps.load ();
+  if (gpufan::ShouldStageFrame (plan, host_frames,
+          host_frames
+              && gst_gpufan_buffer_is_local (buffer, plan.node,
+                  plan.need_pinned))) {
     gboolean copied;
     std::string why_not;
     item.obj = GST_MINI_OBJECT_CAST (

@@ -25,6 +25,7 @@
 #include "gpufan/device.h"
 #include "gpufan/placement.h"
 #include "gpufan/session.h"
+#include "gpufan/staging.h"
 #include "gstgpufanout.h"
 #include "gstgpufantaskpool.h"
 #include "gstgpufanhostmemory.h"
@@ -46,7 +47,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
  * or a blocking Session call (DispatchItem). */
 /* *INDENT-ON* */
 
-#define DEFAULT_POLICY GST_GPUFAN_POLICY_ADAPTIVE
+#define DEFAULT_POLICY ((gint)gpufan::Policy::kAdaptive)
 #define DEFAULT_QUEUE_SIZE 4
 #define DEFAULT_MAX_IN_FLIGHT 0
 #define DEFAULT_STATS_INTERVAL 0
@@ -59,17 +60,13 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 #define DEFAULT_HOST_POOL_SIZE GST_GPUFAN_DEFAULT_HOST_POOL_MIB
 #define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
 
-typedef enum {
-  GST_GPUFAN_POLICY_ROUND_ROBIN,
-  GST_GPUFAN_POLICY_LEAST_LOADED,
-  GST_GPUFAN_POLICY_WEIGHTED,
-  GST_GPUFAN_POLICY_ADAPTIVE,
-} GstGpuFanPolicy;
+/* GstGpuFanPolicy's values are gpufan::Policy's (gpufan::Policies()). */
 
+/* GstGpuFanStaging's values are gpufan::StagingMode's. */
 typedef enum {
-  GST_GPUFAN_STAGING_AUTO,
-  GST_GPUFAN_STAGING_ALWAYS,
-  GST_GPUFAN_STAGING_NEVER,
+  GST_GPUFAN_STAGING_AUTO = (gint)gpufan::StagingMode::kAuto,
+  GST_GPUFAN_STAGING_ALWAYS = (gint)gpufan::StagingMode::kAlways,
+  GST_GPUFAN_STAGING_NEVER = (gint)gpufan::StagingMode::kNever,
 } GstGpuFanStaging;
 
 #define GST_TYPE_GPUFAN_STAGING (gst_gpufan_staging_get_type ())
@@ -192,9 +189,7 @@ struct Lane {
    * from any thread, even from a bus sync handler while `lock` is held. */
   std::mutex staging_lock;
   GstAllocator * allocator = nullptr;
-  bool stage = false;
-  gint stage_node = -1;
-  bool stage_pinned = false;
+  gpufan::StagingPlan staging; /* gpufan::PlanStaging's, at placement */
   std::atomic<guint64> copies{ 0 };
   std::atomic<guint64> copies_skipped{ 0 };
 
