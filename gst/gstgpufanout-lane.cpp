@@ -15,9 +15,6 @@
 
 using namespace fanout;
 
-/* How long a lane worker sleeps at most before it re-checks its state. */
-static constexpr auto kLaneWaitSlice = std::chrono::milliseconds (100);
-
 LanePtr
 fanout::find_lane (GstGpuFanOut * self, guint id)
 {
@@ -71,15 +68,17 @@ lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane)
 gboolean
 fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
 {
+  bool wake;
   {
     std::lock_guard<std::mutex> lk (lane->lock);
     if (lane->state != LaneState::kRunning)
       return FALSE;
     lane->queue.push_back (std::move (item));
+    wake = lane->worker_waiting;
   }
-  /* the worker, or a serialized query waiting; after unlocking, so that the
-   * woken thread does not block on the lock at once */
-  lane->cond.notify_all ();
+  /* after unlocking, so that the worker does not block on the lock at once */
+  if (wake)
+    lane->cond.notify_all ();
   return TRUE;
 }
 
@@ -280,29 +279,59 @@ push_marker (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
       gst_gpufan_marker_new (self->priv->session->id (), lane->id, seq));
 }
 
-/* How long an idle lane worker sleeps before it looks again. A stalled lane
- * sends a marker every stall-timeout while idle (its branch may answer
- * again, as a valve that opens does); TRUE in @due when that is now. Call
- * with lane->lock held. */
-static std::chrono::nanoseconds
-lane_idle_wait_unlocked (GstGpuFanOut * self, const LanePtr & lane, bool * due)
+/* An idle stalled lane sends a marker every stall-timeout (its branch may
+ * answer again, as a valve that opens does). */
+static std::chrono::steady_clock::time_point
+next_liveness_deadline (GstGpuFanOut * self)
 {
-  gpufan::Session & session = *self->priv->session;
-  *due = false;
-  if (!session.IsLaneStalled (lane->id) || !session.IsLaneClaimed (lane->id)) {
-    lane->next_liveness_ns = 0;
-    return kLaneWaitSlice;
+  return std::chrono::steady_clock::now ()
+      + std::chrono::nanoseconds (self->priv->session->stall_timeout_ns ());
+}
+
+void
+fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
+{
+  LanePtr lane = find_lane (self, id);
+  if (!lane)
+    return;
+  std::lock_guard<std::mutex> lk (lane->lock);
+  if (!lane->stalled) {
+    lane->stalled = true;
+    lane->next_liveness = next_liveness_deadline (self);
   }
-  const gint64 now = session.clock ().NowNs ();
-  if (lane->next_liveness_ns == 0)
-    lane->next_liveness_ns = now + session.stall_timeout_ns ();
-  if (now >= lane->next_liveness_ns) {
-    lane->next_liveness_ns = now + session.stall_timeout_ns ();
-    *due = true;
-    return std::chrono::nanoseconds (0);
+  lane->cond.notify_all ();
+}
+
+/* The worker waits for an item or a state other than running. A stalled
+ * lane's worker also wakes at its liveness deadline: TRUE when a marker is
+ * due. Call with the lane lock held. */
+static bool
+lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
+    std::unique_lock<std::mutex> & lk)
+{
+  while (lane->queue.empty () && lane->state == LaneState::kRunning) {
+    if (!lane->stalled) {
+      lane->worker_waiting = true;
+      lane->cond.wait (lk);
+      lane->worker_waiting = false;
+      continue;
+    }
+    if (std::chrono::steady_clock::now () < lane->next_liveness) {
+      lane->worker_waiting = true;
+      lane->cond.wait_until (lk, lane->next_liveness);
+      lane->worker_waiting = false;
+      continue;
+    }
+    gpufan::Session & session = *self->priv->session;
+    lane->next_liveness = next_liveness_deadline (self);
+    if (!session.IsLaneStalled (lane->id)) {
+      lane->stalled = false; /* heard from again */
+      continue;
+    }
+    if (session.IsLaneClaimed (lane->id))
+      return true;
   }
-  return std::min<std::chrono::nanoseconds> (kLaneWaitSlice,
-      std::chrono::nanoseconds (lane->next_liveness_ns - now));
+  return false;
 }
 
 /* Pushes a scheduled item (a buffer, or a GAP event) into the branch and
@@ -361,18 +390,18 @@ lane_loop (gpointer user_data)
   guint link_generation;
   {
     std::unique_lock<std::mutex> lk (lane->lock);
-    bool liveness_due = false;
-    while (lane->queue.empty () && lane->state == LaneState::kRunning
-        && !liveness_due)
-      lane->cond.wait_for (lk,
-          lane_idle_wait_unlocked (self, lane, &liveness_due));
+    /* the previous item is done: a drain may be waiting for that */
+    lane->busy = false;
+    if (lane->drain_waiters && lane->queue.empty ())
+      lane->cond.notify_all ();
+    bool liveness_due = lane_wait_idle_unlocked (self, lane, lk);
     if (lane->state != LaneState::kRunning) {
       lk.unlock ();
       GST_DEBUG_OBJECT (lane->pad, "not running, pausing lane task");
       gst_pad_pause_task (lane->pad);
       return;
     }
-    if (lane->queue.empty ()) {
+    if (liveness_due) {
       /* idle and stalled: does the branch answer again? */
       guint64 seq = lane->last_seq;
       lk.unlock ();
@@ -406,12 +435,8 @@ lane_loop (gpointer user_data)
       push_scheduled_item (self, lane, item, result, link_generation);
       break;
   }
-
-  {
-    std::lock_guard<std::mutex> lk (lane->lock);
-    lane->busy = false;
-  }
-  lane->cond.notify_all ();
+  /* busy until the next call takes the lane lock anyway (one lock per
+   * item): see the top of this function */
 }
 
 /* Stores the sink pad's sticky events on a lane's pad, in their order, so
@@ -482,10 +507,11 @@ fanout::wait_lanes_drained (GstGpuFanOut * self)
   for (const LanePtr & lane : snapshot_lanes (self)) {
     std::unique_lock<std::mutex> lk (lane->lock);
     /* a stalled lane's branch may never return what it holds */
+    lane->drain_waiters++;
     while (lane->state == LaneState::kRunning
-        && (lane->busy || !lane->queue.empty ())
-        && !self->priv->session->IsLaneStalled (lane->id))
-      lane->cond.wait_for (lk, kLaneWaitSlice);
+        && (lane->busy || !lane->queue.empty ()) && !lane->stalled)
+      lane->cond.wait (lk);
+    lane->drain_waiters--;
   }
   /* a lane being released or deactivated holds nothing any more; only our
    * own flush fails the query */

@@ -65,6 +65,7 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
     std::swap (lane->allocator, allocator);
     lane->staging = gpufan::PlanStaging ((gpufan::StagingMode)staging, device,
         lane->allocator != nullptr);
+    lane->stages = lane->staging.stage && lane->allocator;
   }
   if (allocator)
     gst_object_unref (allocator);
@@ -207,6 +208,8 @@ fanout::place_all_lanes (GstGpuFanOut * self)
 void
 fanout::stage_item (const LanePtr & lane, QueuedItem & item)
 {
+  if (!lane->stages.load (std::memory_order_relaxed))
+    return;
   GstAllocator * allocator = nullptr;
   gpufan::StagingPlan plan;
   {

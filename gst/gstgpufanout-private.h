@@ -14,6 +14,7 @@
 #include <gst/gst.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -161,13 +162,21 @@ struct Lane {
   std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
   bool busy = false;            /* the worker is handling an item */
   bool eos_pushed = false;
+  /* Who waits on `cond`: notify only when someone does (a notify per item
+   * costs a futex call). */
+  bool worker_waiting = false;
+  guint drain_waiters = 0;
+  /* The Session stalled the lane (see lane_note_stalled): its worker sends
+   * a marker every stall-timeout while idle, and a drain does not wait for
+   * it. Cleared when the Session no longer says so. */
+  bool stalled = false;
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   guint link_generation = 0;
   /* The last item the worker pushed, and when an idle stalled lane next
-   * sends a marker to see whether its branch answers again (steady ns). */
+   * sends a marker to see whether its branch answers again. */
   guint64 last_seq = 0;
-  gint64 next_liveness_ns = 0;
+  std::chrono::steady_clock::time_point next_liveness;
 
   /* Whether the pad is linked. Atomic, not under `lock`: the unlink
    * function runs with pad locks held, and starting a task takes a pad lock
@@ -190,6 +199,9 @@ struct Lane {
   std::mutex staging_lock;
   GstAllocator * allocator = nullptr;
   gpufan::StagingPlan staging; /* gpufan::PlanStaging's, at placement */
+  /* staging.stage, also read without staging_lock: spares a lock per item
+   * when the lane does not stage */
+  std::atomic<bool> stages{ false };
   std::atomic<guint64> copies{ 0 };
   std::atomic<guint64> copies_skipped{ 0 };
 
@@ -314,6 +326,8 @@ void lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state);
 void lane_restart (GstGpuFanOut * self, const LanePtr & lane);
 void lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all);
 void lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked);
+/* The Session stalled lane @id (its listener, called without its lock). */
+void lane_note_stalled (GstGpuFanOut * self, guint id);
 /* A lane came or went: the results are combined again. */
 void lanes_changed (GstGpuFanOut * self);
 GstFlowReturn combine_lane_results (GstGpuFanOut * self);

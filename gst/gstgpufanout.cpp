@@ -316,6 +316,8 @@ gst_gpufan_out_finalize (GObject * object)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (object);
   gst_gpufan_unregister_lane_decorator (self->priv->session.get ());
+  /* the Session may outlive us (a gpufanin holds it) */
+  self->priv->session->SetStallListener (nullptr);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -527,6 +529,9 @@ gst_gpufan_out_init (GstGpuFanOut * self)
   /* the fan-in's statistics show our per-lane fields too */
   gst_gpufan_register_lane_decorator (self->priv->session.get (),
       lane_decorator (self));
+  /* an idle stalled lane's worker starts its liveness markers */
+  self->priv->session->SetStallListener (
+      [self] (guint lane) { lane_note_stalled (self, lane); });
 
   self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
   install_sink_pad_functions (self->sinkpad);

@@ -164,8 +164,10 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
   if (!l)
     return true;
   l->counters.timed_out++;
-  if (!lane_stalled)
+  if (!lane_stalled) {
     StallLaneUnlocked(*l, seq, now_ns);
+    stalls_to_announce_.push_back(window_.head_lane());
+  }
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it == l->outstanding.end())
     return true;

@@ -16,8 +16,14 @@ constexpr int64_t kMaxOutputWaitNs = 3600LL * 1'000'000'000LL;
 }  // namespace
 
 ReadyBatch Session::TakeReady() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return TakeReadyUnlocked();
+  std::unique_lock<std::mutex> lock(mutex_);
+  ReadyBatch batch = TakeReadyUnlocked();
+  std::vector<uint32_t> stalled;
+  stalled.swap(stalls_to_announce_);
+  lock.unlock();
+  if (!stalled.empty())
+    AnnounceStalls(std::move(stalled));
+  return batch;
 }
 
 ReadyBatch Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock) {
@@ -25,10 +31,27 @@ ReadyBatch Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock) {
   defer_admit_notify_ = false;
   const bool notify = admit_notify_deferred_;
   admit_notify_deferred_ = false;
+  std::vector<uint32_t> stalled;
+  stalled.swap(stalls_to_announce_);
   lock.unlock();
   if (notify)
     admit_cv_.notify_all();
+  if (!stalled.empty())
+    AnnounceStalls(std::move(stalled));
   return batch;
+}
+
+void Session::SetStallListener(std::function<void(uint32_t lane)> listener) {
+  std::lock_guard<std::mutex> lock(listener_mutex_);
+  stall_listener_ = std::move(listener);
+}
+
+void Session::AnnounceStalls(std::vector<uint32_t> lanes) {
+  std::lock_guard<std::mutex> lock(listener_mutex_);
+  if (!stall_listener_)
+    return;
+  for (uint32_t lane : lanes)
+    stall_listener_(lane);
 }
 
 ReadyBatch Session::TakeReadyUnlocked() {

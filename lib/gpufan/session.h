@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -191,6 +192,13 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // awaited and has not come back yet, or the lane is stalled and a marker
   // that comes back shows it alive again.
   bool OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
+  // Called each time a lane stalls, without the Session's lock, from the
+  // thread whose call found the stall (TakeReady and the *AndTakeReady
+  // calls): the fan-out's idle lane worker has no other way to learn that it
+  // should start sending liveness markers. Setting another listener (or
+  // none) waits for a call in progress; the old one is not called after.
+  // The listener must not call back into the Session's stalling calls.
+  void SetStallListener(std::function<void(uint32_t lane)> listener);
   // The fan-out's input ended (EOS went into every lane): once every item
   // is accounted for, the fan-in need not wait longer than stall-timeout for
   // the lanes' own EOS (AccountedForSinceNs).
@@ -345,6 +353,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   const bool real_time_clock_;
 
   mutable std::mutex mutex_;
+  // Lanes stalled under mutex_, announced to the listener after unlocking;
+  // listener_mutex_ is held while it runs (see SetStallListener).
+  std::vector<uint32_t> stalls_to_announce_;
+  std::mutex listener_mutex_;
+  std::function<void(uint32_t)> stall_listener_;
+  void AnnounceStalls(std::vector<uint32_t> lanes);
   std::condition_variable admit_cv_;   // fan-out waits for room
   std::condition_variable output_cv_;  // fan-in waits for releasable items
   // Threads waiting on each, and whether they were notified since they last

@@ -126,6 +126,52 @@ TEST(HostileDrops, ValveDropAllCostsOneStallTimeoutForEveryPolicy) {
   }
 }
 
+// A valve that closes and opens again. Once lane 1 is stalled no policy gives
+// it items while lane 0 takes them, so only the marker its idle worker
+// sends every stall-timeout (woken by the Session's stall listener, with
+// nothing else to wake it) can show that the branch answers again.
+TEST(HostileDrops, AnIdleStalledLaneIsReadmittedWhenItsBranchAnswersAgain) {
+  LaunchedPipeline p(
+      std::string("videotestsrc is-live=true ! ") + kCaps +
+      ",framerate=100/1 ! gpufanout name=f policy=adaptive"
+      "  gpufanin name=m stall-timeout=300000000 ! fakesink name=out"
+      " sync=false  f.src_0 ! identity name=b0 ! m.sink_0"
+      "  f.src_1 ! valve name=b1 drop=true ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  p.Stamp("f", "sink");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.Play());
+  auto lane1 = [&p](const char *field, std::string *state, guint64 *n) {
+    GstStructure *s = GetStats(p.element("m"));
+    const GstStructure *l1 = s ? StatsLaneById(s, 1) : nullptr;
+    if (l1) {
+      *state = gst_structure_get_string(l1, "state");
+      *n = StatsU64(l1, field);
+    }
+    if (s)
+      gst_structure_free(s);
+    return l1 != nullptr;
+  };
+  std::string state;
+  guint64 n = 0;
+  ASSERT_TRUE(PollUntil(
+      [&] { return lane1("stalls", &state, &n) && state == "stalled"; },
+      kLongWait))
+      << "lane 1 never stalled";
+  g_object_set(p.element("b1"), "drop", FALSE, nullptr);
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return lane1("completed", &state, &n) && state != "stalled" && n > 0;
+      },
+      kLongWait))
+      << "lane 1 stayed " << state << " with " << n << " completed";
+  gst_element_send_event(p.get(), gst_event_new_eos());
+  GstMessage *end = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS);
+  EXPECT_TRUE(IsStrictlyIncreasing(out.BufferIndices()));
+}
+
 // valve drop-mode=forward-sticky-events drops buffers but forwards sticky
 // events: the marker behind each item (a sticky event) proves its drop at
 // once. stall-timeout is an hour: only the proof can end this stream.
