@@ -327,7 +327,12 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 /* A serialized query (drain, allocation, ...) from a branch must not overtake
  * what that branch delivered before it: wait until all of it has left the
  * window, and then until the output batch that took it has been pushed.
- * Flush-aware; FALSE when flushing or when the output has stopped. */
+ * Flush-aware; FALSE when flushing or when the output has stopped. Woken by
+ * the end of every output batch (mark_batch_done: items leave the window
+ * only in a batch, a flow error is set in one) and by
+ * gst_gpufan_in_wake_output_unlocked (flush, a released pad, deactivation);
+ * pairing notifies too. A flush of the fan-out empties the window
+ * unannounced, but its FLUSH_START reaches this pad through the lane. */
 static gboolean
 wait_lane_released (GstGpuFanIn * self, GstPad * pad)
 {
@@ -349,7 +354,7 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad)
     }
     if (out_of_window && priv->batches_done >= last_batch)
       return TRUE;
-    priv->cond.wait_for (lk, kIdleWaitSlice);
+    priv->cond.wait (lk);
   }
 }
 

@@ -225,6 +225,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
     }
     priv->session.reset ();
     priv->batches_done = priv->batches_started;
+    priv->cond.notify_all ();
     priv->eos_seqnum = GST_SEQNUM_INVALID;
     priv->renegotiating = false;
     gst_clear_event (&priv->out_stream_start);
@@ -248,6 +249,8 @@ gst_gpufan_in_set_property (GObject * object, guint prop_id,
       priv->stall_timeout = g_value_get_uint64 (value);
       if (priv->session)
         priv->session->SetStallTimeout ((gint64)priv->stall_timeout.load ());
+      /* the task's deadlines follow it */
+      gst_gpufan_in_wake_output_unlocked (self);
       break;
     }
     default:
