@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufanin: the output. Batches leave the reorder window in input order and
+ * go downstream with the sticky events they need, pushed by whoever holds
+ * output_lock: the streaming thread of the lane whose item made them
+ * releasable, or the src pad's task, which also takes what other events
+ * release (a drop proven by EOS, a stall timeout, positioned events) and
+ * ends the stream (gstgpufanin-eos.cpp). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanin-private.h"
+
+#include <chrono>
+#include <mutex>
+#include <string>
+
+/* Something the output's waits look at changed (with lock held): wakes the
+ * task and the serialized queries. */
+void
+gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self)
+{
+  self->priv->wakes++;
+  self->priv->cond.notify_all ();
+  if (self->priv->session)
+    self->priv->session->WakeOutput ();
+}
+
+/* A new start (activation, the end of a flush): nothing sent, no error. */
+void
+gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  priv->eos_sent = false;
+  priv->out_segment_valid = false;
+  priv->src_ret = GST_FLOW_OK;
+  priv->output_stopped = false;
+  priv->forwarded_seqnums.Clear ();
+}
+
+static bool
+same_stream (GstEvent * a, GstEvent * b)
+{
+  const gchar *ida = nullptr, *idb = nullptr;
+  gst_event_parse_stream_start (a, &ida);
+  gst_event_parse_stream_start (b, &idb);
+  return g_strcmp0 (ida, idb) == 0;
+}
+
+/* Sends the sticky events @item needs before it: the ones that differ from
+ * what downstream has (items), or only the missing ones (attachments). */
+GstFlowReturn
+gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+
+  /* the same event as last time (the usual case) needs no comparing */
+  if (item->stream_start
+      && (!priv->out_stream_start
+          || (!item->is_attachment
+              && item->stream_start != priv->out_stream_start
+              && !same_stream (item->stream_start, priv->out_stream_start)))) {
+    gst_event_replace (&priv->out_stream_start, item->stream_start);
+    gst_pad_push_event (self->srcpad, gst_event_ref (item->stream_start));
+    priv->out_segment_valid = false;
+  }
+
+  if (item->caps && (!priv->out_caps || !item->is_attachment)) {
+    GstCaps * caps;
+    gst_event_parse_caps (item->caps, &caps);
+    if (!priv->out_caps || !gst_caps_is_equal (caps, priv->out_caps)) {
+      if (priv->reconfigure_requested.exchange (false)) {
+        priv->renegotiating = true;
+        priv->renegotiating_epoch = priv->out_caps_epoch;
+      }
+      bool same_input = item->has_caps_epoch && priv->out_has_caps_epoch
+          && item->caps_epoch == priv->out_caps_epoch;
+      bool grace = priv->renegotiating
+          && item->caps_epoch <= priv->renegotiating_epoch;
+      if (priv->out_caps && same_input && !grace) {
+        GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+            ("The lanes produce different caps for the same input"),
+            ("lane %u gives %" GST_PTR_FORMAT
+             ", an earlier lane gave %" GST_PTR_FORMAT,
+                item->lane, caps, priv->out_caps));
+        return GST_FLOW_NOT_NEGOTIATED;
+      }
+      gst_caps_replace (&priv->out_caps, caps);
+      if (!gst_pad_push_event (self->srcpad, gst_event_ref (item->caps)))
+        GST_DEBUG_OBJECT (self, "downstream refused %" GST_PTR_FORMAT, caps);
+    }
+    if (!item->is_attachment) {
+      priv->out_caps_epoch = item->caps_epoch;
+      priv->out_has_caps_epoch = item->has_caps_epoch;
+      if (priv->renegotiating && item->caps_epoch > priv->renegotiating_epoch)
+        priv->renegotiating = false;
+    }
+  }
+
+  if (item->segment && (!priv->out_segment_valid || !item->is_attachment)) {
+    const GstSegment * segment;
+    gst_event_parse_segment (item->segment, &segment);
+    if (!priv->out_segment_valid
+        || !gst_segment_is_equal (segment, &priv->out_segment)) {
+      gst_segment_copy_into (segment, &priv->out_segment);
+      priv->out_segment_valid = true;
+      gst_pad_push_event (self->srcpad, gst_event_ref (item->segment));
+    }
+  }
+  return GST_FLOW_OK;
+}
+
+static GstFlowReturn
+push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
+{
+  GstFlowReturn ret = gst_gpufan_in_push_sticky (self, item);
+  if (ret != GST_FLOW_OK)
+    return ret;
+
+  /* our identification stays inside the pair */
+  GstMiniObject * obj = item->obj;
+  item->obj = nullptr;
+  if (GST_IS_BUFFER (obj)) {
+    GstBuffer * buffer = GST_BUFFER_CAST (obj);
+    if (gst_buffer_find_gpufan_meta (buffer, session_id)) {
+      buffer = gst_buffer_make_writable (buffer);
+      gst_buffer_remove_gpufan_meta (buffer, session_id);
+    }
+    return gst_pad_push (self->srcpad, buffer);
+  }
+  GstEvent * event = GST_EVENT_CAST (obj);
+  if (GST_EVENT_TYPE (event) == GST_EVENT_GAP)
+    event = gst_gpufan_event_clear_item (event);
+  gst_pad_push_event (self->srcpad, event);
+  return GST_FLOW_OK;
+}
+
+/* The output batch taken from the window has gone downstream (or been
+ * dropped): wakes serialized queries waiting for it (wait_lane_released). */
+static void
+mark_batch_done (GstGpuFanInPrivate * priv)
+{
+  std::lock_guard<std::mutex> lk (priv->lock);
+  priv->batches_done = priv->batches_started;
+  priv->cond.notify_all ();
+}
+
+/* Puts @arrival into the window without taking anything out; @wake_output:
+ * the src task takes what it made releasable. */
+static gpufan::Arrival
+hand_over (const std::shared_ptr<gpufan::Session> & session,
+    PendingArrival * arrival, bool wake_output = false)
+{
+  if (arrival->marker) {
+    session->ProveLane (arrival->lane, *arrival->seq);
+    return gpufan::Arrival{};
+  }
+  return session->Arrive (arrival->lane, arrival->seq, arrival->pts,
+      std::move (arrival->payload), wake_output);
+}
+
+/* Takes one batch from the window (after putting @arrival's item into it,
+ * under the same Session lock) and pushes it downstream. Called with
+ * output_lock held. Returns FALSE when nothing left the window; *generation
+ * is the TakeReady's (for WaitOutput). *pause is set when a flow error
+ * stopped the output: the caller pauses the task once it released
+ * output_lock. */
+static bool
+output_batch_locked (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, PendingArrival * arrival,
+    gpufan::Arrival * arrived, guint64 * generation, bool * pause)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+
+  bool stopped;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    stopped = priv->flushing || priv->eos_sent || priv->output_stopped;
+    if (!stopped)
+      ++priv->batches_started;
+  }
+  if (stopped) {
+    /* no output now; a flush resets the window */
+    if (arrival)
+      *arrived = hand_over (session, arrival);
+    *generation = 0;
+    return false;
+  }
+  gpufan::ReadyBatch batch;
+  if (!arrival)
+    batch = session->TakeReady ();
+  else if (arrival->marker)
+    batch = session->ProveLaneAndTakeReady (arrival->lane, *arrival->seq);
+  else
+    batch = session->ArriveAndTakeReady (arrival->lane, arrival->seq,
+        arrival->pts, std::move (arrival->payload), arrived);
+  if (batch.latency_grew)
+    priv->latency_post_pending = true;
+
+  for (gpufan::Released & released : batch.items) {
+    if (!released.payload)
+      continue; /* dropped or given up: counted by the session */
+    auto * item = static_cast<FanInItem *> (released.payload.get ());
+    GstFlowReturn ret = push_item (self, item, session->id ());
+    if (ret == GST_FLOW_OK)
+      continue;
+
+    GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
+    priv->src_ret = ret;
+    if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
+      if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
+        GST_ELEMENT_FLOW_ERROR (self, ret);
+      gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+    }
+    if (ret != GST_FLOW_EOS) {
+      priv->output_stopped = true;
+      *pause = true;
+    }
+    break; /* the rest of the batch is dropped */
+  }
+  mark_batch_done (priv);
+  *generation = batch.generation;
+  return !batch.items.empty ();
+}
+
+/* An item came out of a lane: into the window, and what it makes releasable
+ * goes downstream from this thread, unless another thread holds the output
+ * (that one takes it too: it looks at output_pending once it let go). */
+gpufan::Arrival
+gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, PendingArrival && arrival)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  gpufan::Arrival arrived;
+  PendingArrival * pending = &arrival;
+
+  if (priv->live.load ()) {
+    /* The task takes it: WaitOutput wakes up, and a task waiting for the
+     * fan-out's flush to end looks at output_pending (wait_fanout_running). */
+    arrived = hand_over (session, &arrival, true);
+    priv->output_pending = true;
+    if (priv->task_parked.load ()) {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      priv->cond.notify_all ();
+    }
+    return arrived;
+  }
+
+  std::unique_lock<std::mutex> out (priv->output_lock, std::try_to_lock);
+  if (!out.owns_lock ()) {
+    arrived = hand_over (session, &arrival);
+    priv->output_pending = true;
+    /* the holder may have let go before it could see output_pending */
+    if (!out.try_lock ())
+      return arrived;
+    pending = nullptr;
+  }
+  for (;;) {
+    priv->output_pending = false;
+    bool pause = false;
+    guint64 generation;
+    output_batch_locked (self, session, pending, &arrived, &generation, &pause);
+    pending = nullptr;
+    out.unlock ();
+    gst_gpufan_in_maybe_post_latency (self);
+    if (pause) {
+      /* the task stops as it would have after its own push (pausing it
+       * waits for its iteration, so it must not stay asleep) */
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        gst_gpufan_in_wake_output_unlocked (self);
+      }
+      gst_pad_pause_task (self->srcpad);
+      return arrived;
+    }
+    if (!priv->output_pending.load () || !out.try_lock ())
+      return arrived;
+  }
+}
+
+/* How late the task may notice that a stalled lane's item heads the window.
+ * The Session gives such an item up as soon as it heads the window, but it
+ * announces neither that moment nor the dispatch that opened its slot: the
+ * one re-check left, see unannounced_head_deadline_ns. */
+static constexpr gint64 kStalledHeadNoticeNs = 100 * GST_MSECOND;
+
+static bool
+any_lane_stalled (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session)
+{
+  std::lock_guard<std::mutex> lk (self->priv->lock);
+  for (auto & kv : self->priv->pads)
+    if (kv.second.paired && session->IsLaneStalled (kv.second.lane))
+      return true;
+  return false;
+}
+
+/* The latest the task may sleep without missing a deadline that nothing
+ * announces; kNoTime if there is none. The Session moves WaitOutput's
+ * generation for arrivals, drops, stalls, the end of the input, flushes
+ * and wake-ups, and WaitOutput itself ends at a pending head's stall
+ * deadline; but the dispatch that opens a slot moves nothing, so a head the
+ * task has not seen may be pending, and the end of the fan-out's flush is
+ * not announced either. Such a head times out stall-timeout after it opened,
+ * so no earlier than stall-timeout from now; a stalled lane's head, though,
+ * is given up as soon as it heads the window (kStalledHeadNoticeNs).
+ * @input_ended: the Session said the input ended since the task last woke
+ * (nothing is dispatched any more; a flush that restarts it moves the
+ * generation). */
+static gint64
+unannounced_head_deadline_ns (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, bool input_ended)
+{
+  if (input_ended)
+    return gpufan::kNoTime;
+  const gint64 now = session->clock ().NowNs ();
+  if (any_lane_stalled (self, session))
+    return now + kStalledHeadNoticeNs;
+  return now + session->stall_timeout_ns ();
+}
+
+/* The fan-out is stopped or flushing: WaitOutput would not wait, and the
+ * Session does not announce when that ends. Waits for our own flush, a
+ * wake-up since @wakes (gst_gpufan_in_wake_output_unlocked), an item for the
+ * task (output_pending), or the unannounced head deadline. */
+static void
+wait_fanout_running (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, guint64 wakes)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  const gint64 deadline = unannounced_head_deadline_ns (self, session, false);
+  const gint64 wait_ns = MAX (deadline - session->clock ().NowNs (), 0);
+
+  std::unique_lock<std::mutex> lk (priv->lock);
+  priv->task_parked = true;
+  priv->cond.wait_for (lk, std::chrono::nanoseconds (wait_ns), [&] {
+    return priv->flushing || priv->wakes != wakes
+        || priv->output_pending.load ();
+  });
+  priv->task_parked = false;
+}
+
+void
+gst_gpufan_in_src_loop (gpointer user_data)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (user_data);
+  GstGpuFanInPrivate * priv = self->priv;
+  std::shared_ptr<gpufan::Session> session;
+  guint64 wakes;
+
+  {
+    std::unique_lock<std::mutex> lk (priv->lock);
+    if (priv->flushing || priv->eos_sent || priv->output_stopped) {
+      lk.unlock ();
+      gst_pad_pause_task (self->srcpad);
+      return;
+    }
+    session = priv->session;
+    if (!session) {
+      if (gst_gpufan_in_all_pads_eos_unlocked (priv)) {
+        lk.unlock ();
+        std::lock_guard<std::mutex> out (priv->output_lock);
+        gst_gpufan_in_finish_stream (self, nullptr);
+        return;
+      }
+      /* nothing to output before a pad pairs (pair_pad notifies) */
+      priv->cond.wait (lk, [priv] {
+        return priv->flushing || priv->session
+            || gst_gpufan_in_all_pads_eos_unlocked (priv);
+      });
+      return;
+    }
+    wakes = priv->wakes;
+  }
+
+  bool pause = false;
+  guint64 generation = 0;
+  gint64 eos_deadline = gpufan::kNoTime;
+  {
+    std::unique_lock<std::mutex> out (priv->output_lock);
+    priv->output_pending = false;
+    bool more = output_batch_locked (self, session, nullptr, nullptr,
+        &generation, &pause);
+    std::string missing;
+    if (!more && !pause
+        && gst_gpufan_in_stream_ends_now (self, session, &missing,
+            &eos_deadline)) {
+      gst_gpufan_in_finish_stream (self, session, missing);
+      return;
+    }
+    out.unlock ();
+    gst_gpufan_in_maybe_post_latency (self);
+    if (more)
+      return; /* more may be ready: the next iteration looks */
+  }
+  if (pause) {
+    gst_pad_pause_task (self->srcpad);
+    return;
+  }
+  if (priv->output_pending.load ())
+    return; /* came while we held the output: go again */
+  if (session->flushing ()) {
+    wait_fanout_running (self, session, wakes);
+    return;
+  }
+  /* Until the generation moves past the batch's, a pending head's stall
+   * deadline (WaitOutput's own), and the EOS deadline or the unannounced
+   * head deadline. */
+  const gint64 deadline = eos_deadline != gpufan::kNoTime
+      ? eos_deadline
+      : unannounced_head_deadline_ns (self, session, session->input_ended ());
+  const gint64 wait_ns = deadline == gpufan::kNoTime
+      ? G_MAXINT64
+      : MAX (deadline - session->clock ().NowNs (), 0);
+  session->WaitOutput (generation, wait_ns);
+}

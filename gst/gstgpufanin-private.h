@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later
+ *
+ * gpufanin's instance state, shared by its files (see gstgpufanin.cpp).
+ *
+ * Locks, outermost first (a thread holding one may take those below it):
+ *   1. a pad's stream lock: a sink pad's (held by its lane's streaming thread
+ *      in the chain function and serialized events and queries) or the src
+ *      pad's (held by its task). gst_pad_pause_task and gst_pad_stop_task
+ *      take the src pad's, so they are called with neither 2 nor 3 held;
+ *   2. GstGpuFanInPrivate::output_lock: its holder owns the output state
+ *      (out_*) and pushes downstream; held across those pushes (and the
+ *      statistics message before EOS), nothing else that blocks. The flush
+ *      handlers own out_* while no output runs;
+ *   3. GstGpuFanInPrivate::lock, with cond: pads, pairing, flushing, EOS,
+ *      batch counters. Never held across a push, a peer query, a message
+ *      post or a blocking Session call (WaitOutput);
+ *   4. the Session's lock (innermost, in lib/): any Session call may be made
+ *      with 2 and 3 held, except WaitOutput, made with neither.
+ * Atomics (settings, flags read by the lanes' threads) need no lock.
+ */
+#pragma once
+
+#include "gstgpufanin.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "gpufan/session.h"
+#include "gstgpufanutils.h"
+
+GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
+#define GST_CAT_DEFAULT gst_gpufan_in_debug
+
+#define DEFAULT_STALL_TIMEOUT (2 * GST_SECOND)
+
+namespace gpufanin {
+
+/* A buffer or event on its way through the reorder window, with the sticky
+ * events that were current on its sink pad when it arrived. */
+struct FanInItem : public gpufan::Payload {
+  GstMiniObject * obj = nullptr;
+  GstEvent * stream_start = nullptr;
+  GstEvent * caps = nullptr;
+  GstEvent * segment = nullptr;
+  guint lane = 0;
+  guint32 caps_epoch = 0;
+  bool has_caps_epoch = false;
+  /* attachments (positioned events) only fill in missing sticky events */
+  bool is_attachment = false;
+
+  ~FanInItem () override
+  {
+    if (obj)
+      gst_mini_object_unref (obj);
+    gst_clear_event (&stream_start);
+    gst_clear_event (&caps);
+    gst_clear_event (&segment);
+  }
+};
+
+struct PadState {
+  guint index = 0; /* sink_<index> */
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  bool paired = false;
+  bool eos = false;
+  bool flushing = false;
+  GstEvent * stream_start = nullptr;
+  GstEvent * caps = nullptr;
+  GstEvent * segment = nullptr;
+
+  void ClearSticky ()
+  {
+    gst_clear_event (&stream_start);
+    gst_clear_event (&caps);
+    gst_clear_event (&segment);
+  }
+};
+
+/* An item (or a marker: see gst_gpufan_marker_new) that came out of a
+ * lane, on its way into the window. */
+struct PendingArrival {
+  guint lane;
+  std::optional<guint64> seq;
+  gint64 pts;
+  gpufan::PayloadPtr payload;
+  bool marker = false; /* proves the lane's items up to seq */
+};
+
+} // namespace gpufanin
+
+using gpufanin::FanInItem;
+using gpufanin::PadState;
+using gpufanin::PendingArrival;
+
+struct GstGpuFanInPrivate {
+  std::mutex lock;
+  /* Under lock: the src task's waits besides WaitOutput (no session yet, the
+   * fan-out flushing) and serialized queries (wait_lane_released). Notified
+   * with every change they look at: gst_gpufan_in_wake_output_unlocked
+   * (flush, EOS, a released pad, a stopped output, a new stall-timeout,
+   * deactivation, which also wakes WaitOutput), pairing, and the end of an
+   * output batch. */
+  std::condition_variable cond;
+  guint64 wakes = 0; /* how many gst_gpufan_in_wake_output_unlocked calls */
+  std::map<GstPad *, PadState> pads;
+  std::shared_ptr<gpufan::Session> session;
+  std::string fanout_name; /* of the session's gpufanout, for messages */
+  bool flushing = true;    /* src inactive, or a flush in progress */
+  bool eos_sent = false;
+  GstGpuFanSeqnumMemory forwarded_seqnums; /* events sent once */
+  std::atomic<guint64> stall_timeout{ DEFAULT_STALL_TIMEOUT };
+  std::atomic<GstFlowReturn> src_ret{ GST_FLOW_OK };
+  guint32 eos_seqnum = GST_SEQNUM_INVALID; /* of the last EOS that came in */
+  /* downstream asked to renegotiate: lanes may change caps one by one */
+  std::atomic<bool> reconfigure_requested{ false };
+
+  /* Output state: what downstream has seen last. */
+  GstEvent * out_stream_start = nullptr;
+  GstCaps * out_caps = nullptr;
+  guint32 out_caps_epoch = 0;
+  bool out_has_caps_epoch = false;
+  GstSegment out_segment;
+  bool out_segment_valid = false;
+  /* While downstream renegotiates, items of the epoch current then may come
+   * with either caps: not an error. Ends with the first item of a newer
+   * epoch. */
+  bool renegotiating = false;
+  guint32 renegotiating_epoch = 0;
+
+  /* Output batches started / finished (under lock): items leave the window
+   * when a batch starts and go downstream while it runs. */
+  guint64 batches_started = 0;
+  guint64 batches_done = 0;
+
+  /* Output runs in one thread at a time, the holder of output_lock: the src
+   * pad's task, or the streaming thread of a lane that just delivered an item
+   * and finds the output free (as funnel pushes from its sink pads' threads).
+   * That spares waking the task for every item. output_pending: an item came
+   * while another thread held the output; the holder takes it too. */
+  std::mutex output_lock;
+  std::atomic<bool> output_pending{ false };
+  /* The task waits on cond for the fan-out's flush to end (WaitOutput does
+   * not wait then): a live item must notify cond to reach it. */
+  std::atomic<bool> task_parked{ false };
+  /* A flow error stopped the output until the next flush or start. */
+  std::atomic<bool> output_stopped{ false };
+  /* What ordering adds to the latency grew: post a LATENCY message (after
+   * letting go of output_lock). */
+  std::atomic<bool> latency_post_pending{ false };
+  /* The lanes said they are live (latency query). Then only the src task
+   * pushes downstream: a sync=true sink holds the pushing thread until the
+   * frame's time, and a lane thread held there would delay the lane's next
+   * items by the latency, which would raise the measured latency, which
+   * would hold it longer. */
+  std::atomic<bool> live{ false };
+
+  ~GstGpuFanInPrivate ()
+  {
+    for (auto & kv : pads)
+      kv.second.ClearSticky ();
+    gst_clear_event (&out_stream_start);
+    gst_clear_caps (&out_caps);
+  }
+};
+
+struct _GstGpuFanIn {
+  GstElement parent;
+  GstPad * srcpad;
+  GstGpuFanInPrivate * priv;
+};
+
+/* gstgpufanin-pairing.cpp */
+gboolean gst_gpufan_in_ensure_paired (GstGpuFanIn * self, GstPad * pad,
+    std::string * conflict = nullptr);
+gboolean gst_gpufan_in_answer_pair_query (GstGpuFanIn * self, GstPad * pad,
+    GstQuery * query);
+gboolean gst_gpufan_in_cross_pair_query (GstGpuFanIn * self, GstQuery * query);
+
+/* gstgpufanin-sink.cpp */
+void gst_gpufan_in_setup_sink_pad (GstPad * pad);
+
+/* gstgpufanin-output.cpp */
+void gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self);
+void gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self);
+GstFlowReturn gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item);
+gpufan::Arrival gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session,
+    PendingArrival && arrival);
+void gst_gpufan_in_src_loop (gpointer user_data);
+
+/* gstgpufanin-eos.cpp */
+bool gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv);
+bool gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, std::string * missing,
+    gint64 * deadline_ns);
+void gst_gpufan_in_finish_stream (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session,
+    const std::string & missing = std::string ());
+
+/* gstgpufanin-latency.cpp */
+void gst_gpufan_in_maybe_post_latency (GstGpuFanIn * self);
+gboolean gst_gpufan_in_query_latency (GstGpuFanIn * self, GstQuery * query);
+void gst_gpufan_in_lanes_changed (GstGpuFanIn * self);

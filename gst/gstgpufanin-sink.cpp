@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufanin: the sink pads. What comes out of a lane (buffers, GAP events,
+ * the fan-out's markers, EOS, sticky and other events, serialized queries)
+ * is turned into Session calls; the lane's thread then outputs what that
+ * made releasable (gstgpufanin-output.cpp). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanin-private.h"
+
+#include <optional>
+#include <string>
+
+static FanInItem *
+new_item_unlocked (const PadState & state, GstMiniObject * obj)
+{
+  auto * item = new FanInItem ();
+  item->obj = obj;
+  item->lane = state.lane;
+  if (state.stream_start)
+    item->stream_start = gst_event_ref (state.stream_start);
+  if (state.caps)
+    item->caps = gst_event_ref (state.caps);
+  if (state.segment)
+    item->segment = gst_event_ref (state.segment);
+  return item;
+}
+
+static GstFlowReturn
+not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
+    const std::string & conflict)
+{
+  gst_mini_object_unref (obj);
+  if (!conflict.empty ())
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, ("%s", conflict.c_str ()),
+        ("A gpufanin takes the lanes of one gpufanout: give each gpufanout "
+         "its own gpufanin"));
+  else
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("%s:%s is not fed by a gpufanout", GST_DEBUG_PAD_NAME (pad)),
+        ("Every branch into gpufanin must start at a src pad of one and the "
+         "same gpufanout"));
+  return GST_FLOW_ERROR;
+}
+
+/* What identifies an item: the sequence number our fan-out gave it (from our
+ * session's meta, or a GAP event's fields) and its caps epoch. */
+struct ItemId {
+  std::optional<guint64> seq;
+  guint32 caps_epoch = 0;
+  bool has_caps_epoch = false;
+  gint64 pts = gpufan::kNoTime;
+};
+
+static ItemId
+identify_item (GstMiniObject * obj, guint64 session_id)
+{
+  ItemId id;
+  if (GST_IS_BUFFER (obj)) {
+    GstBuffer * buffer = GST_BUFFER_CAST (obj);
+    if (GST_BUFFER_PTS_IS_VALID (buffer))
+      id.pts = (gint64)GST_BUFFER_PTS (buffer);
+    if (GstGpuFanMeta * meta
+        = gst_buffer_find_gpufan_meta (buffer, session_id)) {
+      id.seq = meta->seq;
+      id.caps_epoch = meta->caps_epoch;
+      id.has_caps_epoch = true;
+    }
+    return id;
+  }
+  GstEvent * event = GST_EVENT_CAST (obj);
+  GstClockTime ts;
+  gst_event_parse_gap (event, &ts, nullptr);
+  if (GST_CLOCK_TIME_IS_VALID (ts))
+    id.pts = (gint64)ts;
+  guint64 event_session = 0, seq = 0;
+  if (gst_gpufan_event_get_item (event, &event_session, &seq)
+      && event_session == session_id)
+    id.seq = seq;
+  return id;
+}
+
+/* A buffer or a GAP event came out of a lane: into the reorder window. */
+static GstFlowReturn
+handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  FanInItem * item = nullptr;
+  for (bool asked = false;; asked = true) {
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      auto it = priv->pads.find (pad);
+      if (it == priv->pads.end () || priv->flushing || it->second.flushing
+          || (asked && !it->second.paired)) {
+        gst_mini_object_unref (obj);
+        return GST_FLOW_FLUSHING;
+      }
+      if (it->second.eos) {
+        gst_mini_object_unref (obj);
+        return GST_FLOW_EOS;
+      }
+      if (it->second.paired) {
+        session = it->second.session;
+        lane = it->second.lane;
+        item = new_item_unlocked (it->second, obj);
+        break;
+      }
+    }
+    /* not paired yet: ask upstream, then look again (once) */
+    std::string conflict;
+    if (!gst_gpufan_in_ensure_paired (self, pad, &conflict))
+      return not_fed_by_fanout (self, pad, obj, conflict);
+  }
+  ItemId id = identify_item (obj, session->id ());
+  item->caps_epoch = id.caps_epoch;
+  item->has_caps_epoch = id.has_caps_epoch;
+
+  /* this thread pushes what it makes releasable: the task is not woken */
+  gpufan::Arrival arrival = gst_gpufan_in_output_from_lane (self, session,
+      PendingArrival{ lane, id.seq, id.pts, gpufan::PayloadPtr (item) });
+  if (arrival.status == gpufan::ArrivalStatus::kLate)
+    GST_DEBUG_OBJECT (pad,
+        "item %" G_GUINT64_FORMAT " came after its slot was given up: "
+        "dropped",
+        arrival.seq);
+
+  /* downstream's result goes upstream, as queue does */
+  return priv->src_ret.load ();
+}
+
+/* A marker of our fan-out (gst_gpufan_marker_new) came out of a lane: the
+ * lane's items up to it that did not come back never will. Consumed (TRUE);
+ * FALSE for anything else, a marker of an outer pair included. */
+static gboolean
+handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  guint64 session_id = 0, seq = 0;
+  guint marker_lane = 0;
+  if (!gst_gpufan_marker_parse (event, &session_id, &marker_lane, &seq))
+    return FALSE;
+
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  for (bool asked = false;; asked = true) {
+    {
+      std::lock_guard<std::mutex> lk (priv->lock);
+      auto it = priv->pads.find (pad);
+      if (it == priv->pads.end ())
+        return FALSE;
+      if (it->second.paired) {
+        if (it->second.session->id () != session_id)
+          return FALSE;
+        if (priv->flushing || it->second.flushing || it->second.eos) {
+          gst_event_unref (event);
+          return TRUE;
+        }
+        session = it->second.session;
+        lane = it->second.lane;
+        break;
+      }
+    }
+    if (asked || !gst_gpufan_in_ensure_paired (self, pad))
+      return FALSE;
+  }
+  gst_event_unref (event);
+  GST_LOG_OBJECT (pad,
+      "marker: lane %u's items up to %" G_GUINT64_FORMAT
+      " came back or never will",
+      lane, seq);
+  PendingArrival marker{ lane, seq, gpufan::kNoTime, nullptr };
+  marker.marker = true;
+  gst_gpufan_in_output_from_lane (self, session, std::move (marker));
+  return TRUE;
+}
+
+static GstFlowReturn
+gst_gpufan_in_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
+{
+  return handle_item (GST_GPUFAN_IN (parent), pad,
+      GST_MINI_OBJECT_CAST (buffer));
+}
+
+static gboolean
+gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  GstGpuFanInPrivate * priv = self->priv;
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START: {
+      bool first;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ())
+          it->second.flushing = true;
+        first = !priv->flushing;
+        priv->flushing = true;
+        gst_gpufan_in_wake_output_unlocked (self);
+      }
+      if (!first) {
+        gst_event_unref (event);
+        return TRUE;
+      }
+      /* one FLUSH_START downstream, at once; then the task stops */
+      gboolean res = gst_pad_push_event (self->srcpad, event);
+      gst_pad_pause_task (self->srcpad);
+      return res;
+    }
+    case GST_EVENT_FLUSH_STOP: {
+      bool last = false;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ()) {
+          it->second.flushing = false;
+          it->second.eos = false;
+        }
+        bool any_flushing = false;
+        for (auto & kv : priv->pads)
+          any_flushing |= kv.second.flushing;
+        if (!any_flushing && priv->flushing
+            && GST_PAD_IS_ACTIVE (self->srcpad)) {
+          last = true;
+          priv->flushing = false;
+          gst_gpufan_in_restart_output_unlocked (self);
+        }
+      }
+      if (!last) {
+        gst_event_unref (event);
+        return TRUE;
+      }
+      gboolean res = gst_pad_push_event (self->srcpad, event);
+      gst_pad_start_task (self->srcpad, gst_gpufan_in_src_loop, self, nullptr);
+      return res;
+    }
+    case GST_EVENT_EOS: {
+      std::shared_ptr<gpufan::Session> session;
+      guint lane = 0;
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ()) {
+          it->second.eos = true;
+          priv->eos_seqnum = gst_event_get_seqnum (event);
+          if (it->second.paired) {
+            session = it->second.session;
+            lane = it->second.lane;
+          }
+        }
+      }
+      /* the lane is FIFO: whatever of it has not come back never will */
+      if (session)
+        session->LaneEnded (lane);
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        gst_gpufan_in_wake_output_unlocked (self);
+      }
+      gst_event_unref (event);
+      return TRUE;
+    }
+    case GST_EVENT_STREAM_START:
+    case GST_EVENT_CAPS:
+    case GST_EVENT_SEGMENT: {
+      {
+        std::lock_guard<std::mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        if (it != priv->pads.end ()) {
+          GstEvent ** slot = GST_EVENT_TYPE (event) == GST_EVENT_CAPS
+              ? &it->second.caps
+              : GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT
+              ? &it->second.segment
+              : &it->second.stream_start;
+          gst_event_replace (slot, event);
+        }
+      }
+      if (GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
+        gst_gpufan_in_ensure_paired (self, pad);
+      gst_event_unref (event);
+      return TRUE;
+    }
+    case GST_EVENT_GAP:
+      /* a GAP stands for data: it takes its place in the order */
+      return handle_item (self, pad, GST_MINI_OBJECT_CAST (event))
+          == GST_FLOW_OK;
+    case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
+      if (handle_marker (self, pad, event))
+        return TRUE;
+      break;
+    default:
+      break;
+  }
+
+  /* Any other event comes once per lane: forward it once. */
+  std::shared_ptr<gpufan::Session> session;
+  FanInItem * item = nullptr;
+  {
+    std::lock_guard<std::mutex> lk (priv->lock);
+    if (priv->forwarded_seqnums.Seen (gst_event_get_seqnum (event))) {
+      gst_event_unref (event);
+      return TRUE;
+    }
+    auto it = priv->pads.find (pad);
+    session = priv->session;
+    if (GST_EVENT_IS_SERIALIZED (event) && session && it != priv->pads.end ()) {
+      item = new_item_unlocked (it->second, GST_MINI_OBJECT_CAST (event));
+      item->is_attachment = true;
+    }
+  }
+  if (!item)
+    return gst_pad_push_event (self->srcpad, event);
+
+  /* serialized: it leaves where the fan-out saw it in the buffer order (or
+   * after everything in flight, for an event a branch made) */
+  std::optional<guint64> position
+      = session->EventPosition (gst_event_get_seqnum (event));
+  session->AttachBefore (position.value_or (G_MAXUINT64),
+      gpufan::PayloadPtr (item));
+  return TRUE;
+}
+
+/* A serialized query (drain, allocation, ...) from a branch must not overtake
+ * what that branch delivered before it: wait until all of it has left the
+ * window, and then until the output batch that took it has been pushed.
+ * Flush-aware; FALSE when flushing or when the output has stopped. Woken by
+ * the end of every output batch (mark_batch_done: items leave the window
+ * only in a batch, a flow error is set in one) and by
+ * gst_gpufan_in_wake_output_unlocked (flush, a released pad, deactivation);
+ * pairing notifies too. A flush of the fan-out empties the window
+ * unannounced, but its FLUSH_START reaches this pad through the lane. */
+static gboolean
+wait_lane_released (GstGpuFanIn * self, GstPad * pad)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  std::unique_lock<std::mutex> lk (priv->lock);
+  guint64 last_batch = 0;
+  bool out_of_window = false;
+  for (;;) {
+    auto it = priv->pads.find (pad);
+    if (it == priv->pads.end () || priv->flushing || it->second.flushing
+        || priv->src_ret.load () != GST_FLOW_OK)
+      return FALSE;
+    if (!it->second.paired)
+      return TRUE;
+    if (!out_of_window
+        && !it->second.session->HoldsArrivedFrom (it->second.lane)) {
+      out_of_window = true;
+      last_batch = priv->batches_started;
+    }
+    if (out_of_window && priv->batches_done >= last_batch)
+      return TRUE;
+    priv->cond.wait (lk);
+  }
+}
+
+static gboolean
+gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+
+  if (gst_gpufan_is_pair_query (query))
+    return gst_gpufan_in_answer_pair_query (self, pad, query);
+  if (GST_QUERY_IS_SERIALIZED (query) && !wait_lane_released (self, pad))
+    return FALSE;
+  return gst_pad_query_default (pad, parent, query);
+}
+
+void
+gst_gpufan_in_setup_sink_pad (GstPad * pad)
+{
+  gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_in_chain));
+  gst_pad_set_event_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_sink_event));
+  gst_pad_set_query_function (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_sink_query));
+  GST_PAD_SET_PROXY_CAPS (pad);
+}
