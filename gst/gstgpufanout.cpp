@@ -410,7 +410,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    * lanes per GPU); CPU lanes, with one warning, where there is no GPU. A
    * list of GPU ordinals such as `0,1,1`: lane N runs on the Nth (repeats
    * put several lanes on one GPU). `cpu`: CPU lanes even when GPUs exist;
-   * `cpu:N`: at most N of them.
+   * `cpu:N`: CPU lanes for `src_0` … `src_(N-1)` only (a pad with a
+   * higher index has no device).
    *
    * Each CUDA lane answers `gst.cuda.context` queries with its GPU's
    * context, so nvcodec elements in its branch need no `cuda-device-id`.
