@@ -462,32 +462,26 @@ TEST(DevicesMemory, StagedFramesKeepTheirBytesAndTimestamps) {
 // The fan-out's lane fields live in the session it shares with its fan-in:
 // the fan-in's statistics show the same.
 TEST(DevicesMemory, TheFaninShowsTheFanoutsLaneFields) {
-  FanRigOptions options;
-  options.lanes = 2;
-  FanRig rig(options);
-  ASSERT_TRUE(rig.ok());
-  g_object_set(rig.fanout(), "devices", "cpu", "staging", 1 /* always */,
-               nullptr);
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source().Start());
-  ASSERT_TRUE(PushRange(rig.source(), 0, 10));
-  ASSERT_TRUE(rig.out().log().WaitBuffers(10));
-  GstStructure *out_stats = nullptr, *in_stats = nullptr;
-  g_object_get(rig.fanout(), "stats", &out_stats, nullptr);
-  g_object_get(rig.fanin(), "stats", &in_stats, nullptr);
+  LaunchedPipeline p(Pipeline("devices=cpu staging=always", 2, 30));
+  ASSERT_TRUE(p.ok());
+  GstStructure *out_stats = RunAndGetFanoutStats(p);
+  GstStructure *in_stats = nullptr;
+  g_object_get(p.element("m"), "stats", &in_stats, nullptr);
   ASSERT_NE(out_stats, nullptr);
   ASSERT_NE(in_stats, nullptr);
-  EXPECT_EQ(LaneU64(in_stats, 0, "copies") + LaneU64(in_stats, 1, "copies"),
-            10u);
+  EXPECT_GT(LaneU64(in_stats, 0, "pool-blocks-allocated"), 0u);
   for (guint i = 0; i < 2; i++) {
     EXPECT_FALSE(LaneString(in_stats, i, "worker-thread").empty());
     EXPECT_EQ(LaneString(in_stats, i, "worker-thread"),
               LaneString(out_stats, i, "worker-thread"));
     for (const char *field :
          {"copies", "copies-skipped", "pool-blocks-allocated",
-          "pool-blocks-reused", "pool-bytes-reserved", "pool-fallbacks"})
+          "pool-blocks-reused", "pool-bytes-reserved", "pool-fallbacks"}) {
+      EXPECT_TRUE(gst_structure_has_field(StatsLane(in_stats, i), field))
+          << field;
       EXPECT_EQ(LaneU64(in_stats, i, field), LaneU64(out_stats, i, field))
           << field;
+    }
     gint in_node = -2, out_node = -3;
     EXPECT_TRUE(
         gst_structure_get_int(StatsLane(in_stats, i), "pool-node", &in_node));
