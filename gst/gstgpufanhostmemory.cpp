@@ -3,7 +3,6 @@
 
 #include <gst/video/video.h>
 
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -35,7 +34,6 @@ struct _GstGpuFanHostAllocator {
   GstAllocator parent;
   gint node;
   std::shared_ptr<gpufan::HostPool> * pool; /* set once, at creation */
-  std::atomic<guint64> fallbacks;           /* allocations served by sysmem */
 };
 
 G_DEFINE_TYPE (GstGpuFanHostAllocator, gst_gpufan_host_allocator,
@@ -57,7 +55,7 @@ host_memory_alloc (GstAllocator * allocator, gsize size,
   } catch (const std::exception & e) {
     /* Past the pool's bound (or out of memory) frames travel in ordinary
      * memory: a buffer pool that failed here would stop the stream. */
-    if (self->fallbacks.fetch_add (1) == 0)
+    if ((*self->pool)->RecordFallback () == 0)
       GST_WARNING_OBJECT (self, "host pool full, using ordinary memory: %s",
           e.what ());
     return gst_allocator_alloc (nullptr, size, params);
@@ -155,7 +153,6 @@ gst_gpufan_host_allocator_init (GstGpuFanHostAllocator * self)
   allocator->mem_share = host_memory_share;
   /* mem_copy and mem_is_span: GstAllocator's fallbacks (map and copy) */
   self->node = -1;
-  self->fallbacks = 0;
 }
 
 GstAllocator *
@@ -277,20 +274,8 @@ gst_gpufan_stage_buffer (GstBuffer * buffer, GstAllocator * allocator,
   return out;
 }
 
-void
-gst_gpufan_host_allocator_stats_to_structure (GstAllocator * allocator,
-    GstStructure * s)
+std::shared_ptr<gpufan::HostPool>
+gst_gpufan_host_allocator_pool (GstAllocator * allocator)
 {
-  auto * self = GST_GPUFAN_HOST_ALLOCATOR (allocator);
-  const gpufan::HostPoolStats st = (*self->pool)->stats ();
-  gst_structure_set (s, "pool-node", G_TYPE_INT, self->node, "pool-pinned",
-      G_TYPE_BOOLEAN, (*self->pool)->pins (), "pool-blocks-allocated",
-      G_TYPE_UINT64, (guint64)st.blocks_allocated, "pool-blocks-reused",
-      G_TYPE_UINT64, (guint64)st.blocks_reused, "pool-blocks-in-use",
-      G_TYPE_UINT64, (guint64)st.blocks_in_use, "pool-bytes-reserved",
-      G_TYPE_UINT64, (guint64)st.bytes_reserved, "pool-bytes-pinned",
-      G_TYPE_UINT64, (guint64)st.bytes_pinned, "pool-bytes-node-bound",
-      G_TYPE_UINT64, (guint64)st.bytes_node_bound, "pool-evictions",
-      G_TYPE_UINT64, (guint64)st.evictions, "pool-fallbacks", G_TYPE_UINT64,
-      self->fallbacks.load (), nullptr);
+  return *GST_GPUFAN_HOST_ALLOCATOR (allocator)->pool;
 }

@@ -7,7 +7,10 @@
 
 #include <gst/gst.h>
 
+#include <memory>
 #include <string>
+
+#include "gpufan/host-pool.h"
 
 /* Memory type of our GstMemory ("GpuFanHostMemory"). */
 #define GST_GPUFAN_HOST_MEMORY_TYPE "GpuFanHostMemory"
@@ -43,7 +46,7 @@ GstBufferPool * gst_gpufan_host_buffer_pool_new (GstAllocator * allocator,
 GstBuffer * gst_gpufan_stage_buffer (GstBuffer * buffer,
     GstAllocator * allocator, gboolean * copied, std::string * why_not);
 
-/* The node pool's figures (blocks allocated, reused, bytes pinned, ...) as
- * fields of @s, prefixed "pool-". */
-void gst_gpufan_host_allocator_stats_to_structure (GstAllocator * allocator,
-    GstStructure * s);
+/* The node pool behind @allocator (one of gst_gpufan_host_allocator_get's):
+ * what a lane's statistics read its figures from. */
+std::shared_ptr<gpufan::HostPool> gst_gpufan_host_allocator_pool (
+    GstAllocator * allocator);

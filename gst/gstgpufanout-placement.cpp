@@ -42,15 +42,19 @@ compute_placement (GstGpuFanOut * self, guint id, gint pad_gpu)
 }
 
 /* Records @device as lane's, with a task pool bound to the device's CPUs
- * for the lane's next task (the current one, if any, keeps its thread). */
+ * for the lane's next task (the current one, if any, keeps its thread), and
+ * tells the Session what the lane's statistics show of both. */
 static void
 apply_placement (GstGpuFanOut * self, const LanePtr & lane,
     const gpufan::Device & device, guint host_pool_mib,
     GstGpuFanStaging staging)
 {
   GstGpuFanTaskPool * pool = nullptr;
-  if (!device.local_cpus.empty ())
+  gpufan::LaneInfo info{ DEFAULT_WORKER_THREAD, nullptr };
+  if (!device.local_cpus.empty ()) {
     pool = gst_gpufan_task_pool_new (device.local_cpus, gst_gpufan_bind_thread);
+    info.worker_thread = gst_gpufan_task_pool_binding (pool);
+  }
   GST_OBJECT_LOCK (lane->pad);
   GstGpuFanTaskPool * old = GST_GPUFAN_OUT_PAD (lane->pad)->task_pool;
   GST_GPUFAN_OUT_PAD (lane->pad)->task_pool = pool;
@@ -60,6 +64,8 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
   GstAllocator * allocator = host_pool_mib
       ? gst_gpufan_host_allocator_get (device.numa_node, host_pool_mib)
       : nullptr;
+  if (allocator)
+    info.host_pool = gst_gpufan_host_allocator_pool (allocator);
   {
     std::lock_guard<std::mutex> lk (lane->staging_lock);
     std::swap (lane->allocator, allocator);
@@ -73,6 +79,7 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
   lane->device = device;
   lane->placed = true;
   self->priv->session->SetLaneDevice (lane->id, device);
+  self->priv->session->SetLaneInfo (lane->id, std::move (info));
   GST_INFO_OBJECT (lane->pad, "lane %u on %s", lane->id,
       device.Describe ().c_str ());
 }
@@ -230,12 +237,9 @@ fanout::stage_item (const LanePtr & lane, QueuedItem & item)
     item.obj = GST_MINI_OBJECT_CAST (
         gst_gpufan_stage_buffer (GST_BUFFER_CAST (item.Steal ()), allocator,
             &copied, &why_not));
-    if (copied) {
-      lane->copies++;
-    } else {
-      lane->copies_skipped++;
+    lane->element->priv->session->CountStaging (lane->id, copied);
+    if (!copied)
       GST_LOG_OBJECT (lane->pad, "frame not staged: %s", why_not.c_str ());
-    }
   }
   gst_object_unref (allocator);
 }

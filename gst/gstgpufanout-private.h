@@ -7,7 +7,7 @@
  *   gstgpufanout-pairing.cpp     the probe that lets a gpufanin claim lanes
  *   gstgpufanout-placement.cpp   which device a lane runs on; staging copies
  *   gstgpufanout-allocation.cpp  the ALLOCATION answer over all lanes
- *   gstgpufanout-stats.cpp       statistics messages and per-lane fields
+ *   gstgpufanout-stats.cpp       statistics messages (interval, final)
  *   gstgpufanout-enums.cpp       the policy and staging enums */
 #pragma once
 
@@ -41,7 +41,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
  *   3. Lane::lock            a lane's queue, state and condition variable
  *   4. a pad's object lock   pad properties (weight, device, task pool)
  *   5. Leaf locks, never held while taking another: Lane::staging_lock (the
- *      lane's host pool; statistics read it from any thread),
+ *      lane's host pool; ALLOCATION queries read it from any thread),
  *      priv->upstream_lock (upstream event seqnums), and the Session's own
  *      lock (the Session never calls back into us).
  * No lock of ours is held across a push, a peer query, a pad (de)activation
@@ -60,6 +60,9 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 #define DEFAULT_PAD_DEVICE -1
 #define DEFAULT_HOST_POOL_SIZE GST_GPUFAN_DEFAULT_HOST_POOL_MIB
 #define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
+/* A lane's worker-thread field until it is placed on a device whose CPUs
+ * are known (then its task pool's binding) */
+#define DEFAULT_WORKER_THREAD "default task pool (device CPUs unknown)"
 
 /* GstGpuFanPolicy's values are gpufan::Policy's (gpufan::Policies()). */
 
@@ -194,16 +197,15 @@ struct Lane {
 
   /* The host pool of the device's NUMA node and whether frames are copied
    * into it before they enter the branch. Under staging_lock, a leaf lock
-   * never held across a call into GStreamer: the statistics read these
-   * from any thread, even from a bus sync handler while `lock` is held. */
+   * never held across a call into GStreamer: ALLOCATION queries read these
+   * from any thread. (The statistics read the pool through the Session's
+   * LaneInfo.) */
   std::mutex staging_lock;
   GstAllocator * allocator = nullptr;
   gpufan::StagingPlan staging; /* gpufan::PlanStaging's, at placement */
   /* staging.stage, also read without staging_lock: spares a lock per item
    * when the lane does not stage */
   std::atomic<bool> stages{ false };
-  std::atomic<guint64> copies{ 0 };
-  std::atomic<guint64> copies_skipped{ 0 };
 
   ~Lane ()
   {
@@ -367,7 +369,6 @@ gboolean caps_in_host_memory (GstCaps * caps);
 gboolean aggregate_allocation (GstGpuFanOut * self, GstQuery * query);
 
 /* Statistics (gstgpufanout-stats.cpp) */
-GstGpuFanLaneDecorator lane_decorator (GstGpuFanOut * self);
 void maybe_post_interval_stats (GstGpuFanOut * self);
 void on_lane_eos (GstGpuFanOut * self);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Statistics: the gpufan-stats message, per-lane fields of the fan-out
- * (worker threads, copies, host pool) and the final post at EOS. */
+/* Statistics: the gpufan-stats message, at an interval and the final post
+ * at EOS. (The fan-out's per-lane fields, worker threads, copies and host
+ * pool, are in the Session: gstgpufanout-placement.cpp sets them.) */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -10,35 +11,6 @@
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 using namespace fanout;
-
-/* The fan-out's own per-lane figures: where the lane's thread runs. */
-GstGpuFanLaneDecorator
-fanout::lane_decorator (GstGpuFanOut * self)
-{
-  return [self] (guint id, GstStructure * s) {
-    LanePtr lane = find_lane (self, id);
-    if (!lane)
-      return;
-    std::string threads = "default task pool (device CPUs unknown)";
-    GST_OBJECT_LOCK (lane->pad);
-    if (GstGpuFanTaskPool * pool = GST_GPUFAN_OUT_PAD (lane->pad)->task_pool)
-      threads = gst_gpufan_task_pool_binding (pool);
-    GST_OBJECT_UNLOCK (lane->pad);
-    gst_structure_set (s, "worker-thread", G_TYPE_STRING, threads.c_str (),
-        "copies", G_TYPE_UINT64, lane->copies.load (), "copies-skipped",
-        G_TYPE_UINT64, lane->copies_skipped.load (), nullptr);
-    GstAllocator * allocator = nullptr;
-    {
-      std::lock_guard<std::mutex> lk (lane->staging_lock);
-      if (lane->allocator)
-        allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
-    }
-    if (allocator) {
-      gst_gpufan_host_allocator_stats_to_structure (allocator, s);
-      gst_object_unref (allocator);
-    }
-  };
-}
 
 static void
 post_stats (GstGpuFanOut * self)

@@ -79,6 +79,8 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     /* a first guess until the lane is placed (NULL->READY) */
     priv->session->AddLane (index,
         gst_gpufan_device_registry ().DefaultForLane (index), DEFAULT_WEIGHT);
+    /* what its statistics show until it is placed */
+    priv->session->SetLaneInfo (index, { DEFAULT_WORKER_THREAD, nullptr });
     /* no items until the pad is active */
     priv->session->SetLaneEligible (index, false);
   }
@@ -177,6 +179,19 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   return ret;
 }
 
+/* The lane's task entered its thread (ENTER, posted from that thread once
+ * the pool has bound it): the lane's statistics say how it went. */
+static void
+note_worker_thread (GstGpuFanOut * self, GstGpuFanOutPad * pad, GstTask * task)
+{
+  GstTaskPool * pool = gst_task_get_pool (task);
+  if (GST_IS_GPUFAN_TASK_POOL (pool))
+    self->priv->session->SetLaneWorkerThread (pad->lane,
+        gst_gpufan_task_pool_binding (GST_GPUFAN_TASK_POOL (pool)));
+  if (pool)
+    gst_object_unref (pool);
+}
+
 /* A lane's pad announces its new task before starting it: the task gets
  * the lane's worker-thread pool (bound to the device's CPUs). */
 static gboolean
@@ -188,9 +203,9 @@ gst_gpufan_out_post_message (GstElement * element, GstMessage * message)
       && GST_IS_GPUFAN_OUT_PAD (GST_MESSAGE_SRC (message))) {
     gst_message_parse_stream_status (message, &type, &owner);
     const GValue * object = gst_message_get_stream_status_object (message);
+    GstGpuFanOutPad * pad = GST_GPUFAN_OUT_PAD (GST_MESSAGE_SRC (message));
     if (type == GST_STREAM_STATUS_TYPE_CREATE && object
         && G_VALUE_HOLDS (object, GST_TYPE_TASK)) {
-      GstGpuFanOutPad * pad = GST_GPUFAN_OUT_PAD (GST_MESSAGE_SRC (message));
       GST_OBJECT_LOCK (pad);
       GstGpuFanTaskPool * pool = pad->task_pool
           ? GST_GPUFAN_TASK_POOL (gst_object_ref (pad->task_pool))
@@ -201,6 +216,10 @@ gst_gpufan_out_post_message (GstElement * element, GstMessage * message)
             GST_TASK_POOL (pool));
         gst_object_unref (pool);
       }
+    } else if (type == GST_STREAM_STATUS_TYPE_ENTER && object
+        && G_VALUE_HOLDS (object, GST_TYPE_TASK)) {
+      note_worker_thread (GST_GPUFAN_OUT (element), pad,
+          GST_TASK (g_value_get_object (object)));
     }
   }
   return GST_ELEMENT_CLASS (parent_class)->post_message (element, message);
@@ -315,7 +334,6 @@ static void
 gst_gpufan_out_finalize (GObject * object)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (object);
-  gst_gpufan_unregister_lane_decorator (self->priv->session.get ());
   /* the Session may outlive us (a gpufanin holds it) */
   self->priv->session->SetStallListener (nullptr);
   delete self->priv;
@@ -527,9 +545,6 @@ static void
 gst_gpufan_out_init (GstGpuFanOut * self)
 {
   self->priv = new GstGpuFanOutPrivate ();
-  /* the fan-in's statistics show our per-lane fields too */
-  gst_gpufan_register_lane_decorator (self->priv->session.get (),
-      lane_decorator (self));
   /* an idle stalled lane's worker starts its liveness markers */
   self->priv->session->SetStallListener (
       [self] (guint lane) { lane_note_stalled (self, lane); });

@@ -8,8 +8,6 @@
 #include "gstgpufandevices.h"
 
 #include <cstring>
-#include <map>
-#include <mutex>
 
 GST_DEBUG_CATEGORY (gst_gpufan_debug);
 
@@ -356,6 +354,24 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
     g_free (why);
   }
   gst_gpufan_device_to_structure (l.device, s);
+  /* what the fan-out told the Session (LaneInfo, staging counts) */
+  if (l.described)
+    gst_structure_set (s, "worker-thread", G_TYPE_STRING,
+        l.worker_thread.c_str (), "copies", G_TYPE_UINT64, l.copies,
+        "copies-skipped", G_TYPE_UINT64, l.copies_skipped, nullptr);
+  if (l.has_host_pool) {
+    const gpufan::HostPoolStats & p = l.host_pool;
+    gst_structure_set (s, "pool-node", G_TYPE_INT, l.host_pool_node,
+        "pool-pinned", G_TYPE_BOOLEAN, (gboolean)l.host_pool_pins,
+        "pool-blocks-allocated", G_TYPE_UINT64, p.blocks_allocated,
+        "pool-blocks-reused", G_TYPE_UINT64, p.blocks_reused,
+        "pool-blocks-in-use", G_TYPE_UINT64, p.blocks_in_use,
+        "pool-bytes-reserved", G_TYPE_UINT64, p.bytes_reserved,
+        "pool-bytes-pinned", G_TYPE_UINT64, p.bytes_pinned,
+        "pool-bytes-node-bound", G_TYPE_UINT64, p.bytes_node_bound,
+        "pool-evictions", G_TYPE_UINT64, p.evictions, "pool-fallbacks",
+        G_TYPE_UINT64, p.fallbacks, nullptr);
+  }
   return s;
 }
 
@@ -374,44 +390,17 @@ gst_gpufan_stall_reason (const gpufan::LaneStats & l)
       l.stalled_seq, ago);
 }
 
-static std::mutex decorators_lock;
-static std::map<const gpufan::Session *, GstGpuFanLaneDecorator> decorators;
-
-void
-gst_gpufan_register_lane_decorator (const gpufan::Session * session,
-    GstGpuFanLaneDecorator decorate)
-{
-  std::lock_guard<std::mutex> lk (decorators_lock);
-  decorators[session] = std::move (decorate);
-}
-
-void
-gst_gpufan_unregister_lane_decorator (const gpufan::Session * session)
-{
-  std::lock_guard<std::mutex> lk (decorators_lock);
-  decorators.erase (session);
-}
-
 GstStructure *
 gst_gpufan_stats_to_structure (const gpufan::Session & session)
 {
   const gpufan::SessionStats stats = session.Stats ();
-  /* held while decorating: the fan-out cannot unregister (and go away)
-   * meanwhile */
-  std::lock_guard<std::mutex> lk (decorators_lock);
-  auto it = decorators.find (&session);
-  const GstGpuFanLaneDecorator * decorate
-      = it == decorators.end () ? nullptr : &it->second;
 
   GValue lanes = G_VALUE_INIT;
   gst_value_array_init (&lanes, stats.lanes.size ());
   for (const auto & l : stats.lanes) {
     GValue v = G_VALUE_INIT;
     g_value_init (&v, GST_TYPE_STRUCTURE);
-    GstStructure * lane = lane_stats_to_structure (l);
-    if (decorate)
-      (*decorate) (l.lane, lane);
-    g_value_take_boxed (&v, lane);
+    g_value_take_boxed (&v, lane_stats_to_structure (l));
     gst_value_array_append_and_take_value (&lanes, &v);
   }
 

@@ -118,17 +118,9 @@ private:
 
 /* The `gpufan-stats` structure (see docs/elements.md). */
 #define GST_GPUFAN_STATS_NAME "gpufan-stats"
-/* Adds the fan-out's own per-lane fields (device threads, host pool) to a
- * lane's structure. */
-typedef std::function<void (guint lane, GstStructure * s)>
-    GstGpuFanLaneDecorator;
-/* The fan-out that owns @session registers its decorator, so that the
- * statistics of its paired fan-in show the same fields; it unregisters
- * before it goes away. Thread-safe. */
-void gst_gpufan_register_lane_decorator (const gpufan::Session * session,
-    GstGpuFanLaneDecorator decorate);
-void gst_gpufan_unregister_lane_decorator (const gpufan::Session * session);
-/* @session's statistics, decorated by its fan-out when it has one. */
+/* @session's statistics, with the fan-out's per-lane fields (worker
+ * thread, copies, host pool) that it set on the Session: the same from
+ * either element. */
 GstStructure * gst_gpufan_stats_to_structure (const gpufan::Session & session);
 /* Why a stalled lane is stalled, for the stats and warnings (g_free). */
 gchar * gst_gpufan_stall_reason (const gpufan::LaneStats & lane);

@@ -136,6 +136,14 @@ void Session::SetLaneInfo(uint32_t lane, LaneInfo info) {
   }
 }
 
+void Session::SetLaneWorkerThread(uint32_t lane, std::string worker_thread) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane)) {
+    l->described = true;
+    l->info.worker_thread = std::move(worker_thread);
+  }
+}
+
 void Session::CountStaging(uint32_t lane, bool copied) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {

@@ -37,9 +37,9 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -157,6 +157,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // What the lane's statistics show of the fan-out's side of it (LaneStats::
   // worker_thread, host_pool...); kept until the lane is removed.
   void SetLaneInfo(uint32_t lane, LaneInfo info);
+  // Only LaneInfo::worker_thread changes (the lane's thread started and was
+  // bound, or not); the host pool stays.
+  void SetLaneWorkerThread(uint32_t lane, std::string worker_thread);
   // The lane's worker copied a frame into its host pool (`copied`), or found
   // it had to and could not.
   void CountStaging(uint32_t lane, bool copied);

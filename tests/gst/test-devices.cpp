@@ -459,6 +459,40 @@ TEST(DevicesMemory, StagedFramesKeepTheirBytesAndTimestamps) {
   gst_structure_free(stats);
 }
 
+// The fan-out's lane fields live in the session it shares with its fan-in:
+// the fan-in's statistics show the same.
+TEST(DevicesMemory, TheFaninShowsTheFanoutsLaneFields) {
+  LaunchedPipeline p(Pipeline("devices=cpu staging=always", 2, 30));
+  ASSERT_TRUE(p.ok());
+  GstStructure *out_stats = RunAndGetFanoutStats(p);
+  GstStructure *in_stats = nullptr;
+  g_object_get(p.element("m"), "stats", &in_stats, nullptr);
+  ASSERT_NE(out_stats, nullptr);
+  ASSERT_NE(in_stats, nullptr);
+  EXPECT_GT(LaneU64(in_stats, 0, "pool-blocks-allocated"), 0u);
+  for (guint i = 0; i < 2; i++) {
+    EXPECT_FALSE(LaneString(in_stats, i, "worker-thread").empty());
+    EXPECT_EQ(LaneString(in_stats, i, "worker-thread"),
+              LaneString(out_stats, i, "worker-thread"));
+    for (const char *field :
+         {"copies", "copies-skipped", "pool-blocks-allocated",
+          "pool-blocks-reused", "pool-bytes-reserved", "pool-fallbacks"}) {
+      EXPECT_TRUE(gst_structure_has_field(StatsLane(in_stats, i), field))
+          << field;
+      EXPECT_EQ(LaneU64(in_stats, i, field), LaneU64(out_stats, i, field))
+          << field;
+    }
+    gint in_node = -2, out_node = -3;
+    EXPECT_TRUE(
+        gst_structure_get_int(StatsLane(in_stats, i), "pool-node", &in_node));
+    gst_structure_get_int(StatsLane(out_stats, i), "pool-node", &out_node);
+    EXPECT_EQ(in_node, out_node);
+    EXPECT_TRUE(gst_structure_has_field(StatsLane(in_stats, i), "pool-pinned"));
+  }
+  gst_structure_free(out_stats);
+  gst_structure_free(in_stats);
+}
+
 TEST(Devices, ACudaContextQueryOnACpuLaneGetsNoCudaContext) {
   LaunchedPipeline p(Pipeline("devices=cpu", 1));
   ASSERT_TRUE(p.ok());

@@ -54,6 +54,22 @@ TEST(SessionLanes, InfoAndPoolFiguresShowInTheStats) {
   pool->Release(block);
 }
 
+TEST(SessionLanes, WorkerThreadChangesAloneKeepThePool) {
+  auto session = TwoLanes();
+  auto pool = std::make_shared<HostPool>(-1, nullptr, 4 * kMiB, nullptr);
+  session->SetLaneInfo(0, LaneInfo{"not started", pool});
+  session->SetLaneWorkerThread(0, "bound to CPUs 0-3");
+  session->SetLaneWorkerThread(1, "unbound: no CPUs");  // undescribed lane
+  session->SetLaneWorkerThread(9, "nowhere");           // no such lane
+  const SessionStats stats = session->Stats();
+  EXPECT_EQ(LaneOf(stats, 0).worker_thread, "bound to CPUs 0-3");
+  EXPECT_TRUE(LaneOf(stats, 0).has_host_pool);
+  EXPECT_TRUE(LaneOf(stats, 1).described);
+  EXPECT_EQ(LaneOf(stats, 1).worker_thread, "unbound: no CPUs");
+  EXPECT_FALSE(LaneOf(stats, 1).has_host_pool);
+  EXPECT_EQ(stats.lanes.size(), 2u);
+}
+
 TEST(SessionLanes, StagingIsCountedPerLane) {
   auto session = TwoLanes();
   session->CountStaging(0, true);
