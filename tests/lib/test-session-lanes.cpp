@@ -25,7 +25,8 @@ std::shared_ptr<Session> TwoLanes() {
 
 TEST(SessionLanes, UndescribedLanesShowNoInfo) {
   auto session = TwoLanes();
-  const LaneStats& l = LaneOf(session->Stats(), 0);
+  const SessionStats stats = session->Stats();
+  const LaneStats& l = LaneOf(stats, 0);
   EXPECT_FALSE(l.described);
   EXPECT_EQ(l.worker_thread, "");
   EXPECT_FALSE(l.has_host_pool);
