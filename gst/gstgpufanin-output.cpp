@@ -11,7 +11,6 @@
 
 #include "gstgpufanin-private.h"
 
-#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -20,7 +19,6 @@
 void
 gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self)
 {
-  self->priv->wakes++;
   self->priv->cond.notify_all ();
   if (self->priv->session)
     self->priv->session->WakeOutput ();
@@ -235,14 +233,9 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
   PendingArrival * pending = &arrival;
 
   if (priv->live.load ()) {
-    /* The task takes it: WaitOutput wakes up, and a task waiting for the
-     * fan-out's flush to end looks at output_pending (wait_fanout_running). */
+    /* The task takes it: the arrival moves WaitOutput's generation. */
     arrived = hand_over (session, &arrival, true);
     priv->output_pending = true;
-    if (priv->task_parked.load ()) {
-      std::lock_guard<std::mutex> lk (priv->lock);
-      priv->cond.notify_all ();
-    }
     return arrived;
   }
 
@@ -278,75 +271,12 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
   }
 }
 
-/* How late the task may notice that a stalled lane's item heads the window.
- * The Session gives such an item up as soon as it heads the window, but it
- * announces neither that moment nor the dispatch that opened its slot: the
- * one re-check left, see unannounced_head_deadline_ns. */
-static constexpr gint64 kStalledHeadNoticeNs = 100 * GST_MSECOND;
-
-static bool
-any_lane_stalled (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session)
-{
-  std::lock_guard<std::mutex> lk (self->priv->lock);
-  for (auto & kv : self->priv->pads)
-    if (kv.second.paired && session->IsLaneStalled (kv.second.lane))
-      return true;
-  return false;
-}
-
-/* The latest the task may sleep without missing a deadline that nothing
- * announces; kNoTime if there is none. The Session moves WaitOutput's
- * generation for arrivals, drops, stalls, the end of the input, flushes
- * and wake-ups, and WaitOutput itself ends at a pending head's stall
- * deadline; but the dispatch that opens a slot moves nothing, so a head the
- * task has not seen may be pending, and the end of the fan-out's flush is
- * not announced either. Such a head times out stall-timeout after it opened,
- * so no earlier than stall-timeout from now; a stalled lane's head, though,
- * is given up as soon as it heads the window (kStalledHeadNoticeNs).
- * @input_ended: the Session said the input ended since the task last woke
- * (nothing is dispatched any more; a flush that restarts it moves the
- * generation). */
-static gint64
-unannounced_head_deadline_ns (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, bool input_ended)
-{
-  if (input_ended)
-    return gpufan::kNoTime;
-  const gint64 now = session->clock ().NowNs ();
-  if (any_lane_stalled (self, session))
-    return now + kStalledHeadNoticeNs;
-  return now + session->stall_timeout_ns ();
-}
-
-/* The fan-out is stopped or flushing: WaitOutput would not wait, and the
- * Session does not announce when that ends. Waits for our own flush, a
- * wake-up since @wakes (gst_gpufan_in_wake_output_unlocked), an item for the
- * task (output_pending), or the unannounced head deadline. */
-static void
-wait_fanout_running (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, guint64 wakes)
-{
-  GstGpuFanInPrivate * priv = self->priv;
-  const gint64 deadline = unannounced_head_deadline_ns (self, session, false);
-  const gint64 wait_ns = MAX (deadline - session->clock ().NowNs (), 0);
-
-  std::unique_lock<std::mutex> lk (priv->lock);
-  priv->task_parked = true;
-  priv->cond.wait_for (lk, std::chrono::nanoseconds (wait_ns), [&] {
-    return priv->flushing || priv->wakes != wakes
-        || priv->output_pending.load ();
-  });
-  priv->task_parked = false;
-}
-
 void
 gst_gpufan_in_src_loop (gpointer user_data)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (user_data);
   GstGpuFanInPrivate * priv = self->priv;
   std::shared_ptr<gpufan::Session> session;
-  guint64 wakes;
 
   {
     std::unique_lock<std::mutex> lk (priv->lock);
@@ -370,7 +300,6 @@ gst_gpufan_in_src_loop (gpointer user_data)
       });
       return;
     }
-    wakes = priv->wakes;
   }
 
   bool pause = false;
@@ -399,18 +328,12 @@ gst_gpufan_in_src_loop (gpointer user_data)
   }
   if (priv->output_pending.load ())
     return; /* came while we held the output: go again */
-  if (session->flushing ()) {
-    wait_fanout_running (self, session, wakes);
-    return;
-  }
-  /* Until the generation moves past the batch's, a pending head's stall
-   * deadline (WaitOutput's own), and the EOS deadline or the unannounced
-   * head deadline. */
-  const gint64 deadline = eos_deadline != gpufan::kNoTime
-      ? eos_deadline
-      : unannounced_head_deadline_ns (self, session, session->input_ended ());
-  const gint64 wait_ns = deadline == gpufan::kNoTime
-      ? G_MAXINT64
-      : MAX (deadline - session->clock ().NowNs (), 0);
-  session->WaitOutput (generation, wait_ns);
+  /* Until the generation moves past the batch's (WaitOutput: this also
+   * covers a new head and the fan-out's flush ending), a pending head's stall
+   * deadline (WaitOutput's own), or the deadline for the lanes' EOS. */
+  if (eos_deadline == gpufan::kNoTime)
+    session->WaitOutput (generation);
+  else
+    session->WaitOutput (generation,
+        MAX (eos_deadline - session->clock ().NowNs (), 0));
 }

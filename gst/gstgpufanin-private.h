@@ -100,14 +100,13 @@ using gpufanin::PendingArrival;
 
 struct GstGpuFanInPrivate {
   std::mutex lock;
-  /* Under lock: the src task's waits besides WaitOutput (no session yet, the
-   * fan-out flushing) and serialized queries (wait_lane_released). Notified
-   * with every change they look at: gst_gpufan_in_wake_output_unlocked
-   * (flush, EOS, a released pad, a stopped output, a new stall-timeout,
-   * deactivation, which also wakes WaitOutput), pairing, and the end of an
-   * output batch. */
+  /* Under lock: the src task's wait for a session (before any pad paired)
+   * and serialized queries (wait_lane_released); the task's other waits are
+   * WaitOutput's. Notified with every change they look at:
+   * gst_gpufan_in_wake_output_unlocked (flush, EOS, a released pad, a
+   * stopped output, a new stall-timeout, deactivation, which also wakes
+   * WaitOutput), pairing, and the end of an output batch. */
   std::condition_variable cond;
-  guint64 wakes = 0; /* how many gst_gpufan_in_wake_output_unlocked calls */
   std::map<GstPad *, PadState> pads;
   std::shared_ptr<gpufan::Session> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
@@ -145,9 +144,6 @@ struct GstGpuFanInPrivate {
    * while another thread held the output; the holder takes it too. */
   std::mutex output_lock;
   std::atomic<bool> output_pending{ false };
-  /* The task waits on cond for the fan-out's flush to end (WaitOutput does
-   * not wait then): a live item must notify cond to reach it. */
-  std::atomic<bool> task_parked{ false };
   /* A flow error stopped the output until the next flush or start. */
   std::atomic<bool> output_stopped{ false };
   /* What ordering adds to the latency grew: post a LATENCY message (after

@@ -235,8 +235,11 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   lane.counters.dispatched++;
   dispatched_++;
   in_flight_++;
-  if (item.awaited)
+  if (item.awaited) {
     window_.Open(item.seq, lane_id, now_ns);
+    // Into an empty window, it is the head: nothing else announces it.
+    AnnounceHeadUnlocked();
+  }
   if (first_dispatch_ns_ == kNoTime)
     first_dispatch_ns_ = now_ns;
   return Dispatch{DispatchStatus::kOk, lane_id, item.seq, item.awaited};

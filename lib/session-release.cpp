@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace gpufan {
 
@@ -60,6 +61,11 @@ ReadyBatch Session::TakeReadyUnlocked() {
   do {
     window_.PopSettled(batch.items, now);
   } while (ExpireStalledHeadUnlocked(now));
+  if (output_due_ns_ != kNoTime && now >= output_due_ns_)
+    output_due_ns_ = kNoTime;
+  // Taken by another thread than the waiting output: the new head is news.
+  if (!batch.items.empty())
+    AnnounceHeadUnlocked();
   // Several payloads may share one seq: an item leaves (and stops counting as
   // in flight) once, however many buffers it became.
   bool counted_any = false;
@@ -80,28 +86,71 @@ ReadyBatch Session::TakeReadyUnlocked() {
   return batch;
 }
 
+void Session::WaitOutput(uint64_t generation) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  WaitOutputUnlocked(lock, generation, std::nullopt);
+}
+
 void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
   std::unique_lock<std::mutex> lock(mutex_);
+  WaitOutputUnlocked(lock, generation, max_wait_ns);
+}
+
+void Session::WaitOutputUnlocked(std::unique_lock<std::mutex>& lock,
+                                 uint64_t generation,
+                                 std::optional<int64_t> max_wait_ns) {
+  // Only a moved generation ends the wait: SetFlushing moves it both ways.
   auto moved = [&] {
-    return generation_ != generation || flushing_;
+    return generation_ != generation;
   };
-  if (moved() || max_wait_ns <= 0)
+  if (moved() || (max_wait_ns && *max_wait_ns <= 0))
     return;
-  int64_t wait_ns = std::min(max_wait_ns, kMaxOutputWaitNs);
+  std::optional<int64_t> wait_ns;
+  if (max_wait_ns)
+    wait_ns = std::min(*max_wait_ns, kMaxOutputWaitNs);
   if (window_.HeadPending()) {
-    const int64_t remaining =
-        config_.stall_timeout_ns - (clock_->NowNs() - window_.head_since_ns());
+    const int64_t due = HeadDueUnlocked();
+    if (output_due_ns_ == kNoTime || due < output_due_ns_)
+      output_due_ns_ = due;
+  }
+  if (output_due_ns_ != kNoTime) {
+    const int64_t remaining = output_due_ns_ - clock_->NowNs();
     if (remaining <= 0)
-      return;  // TakeReady expires the head now
+      return;  // TakeReady expires the head now (or finds it gone)
     // Only a real-time clock's deadline maps onto a real-time wait; an injected
-    // clock moves by itself, so the caller's bound applies.
+    // clock moves by itself, so only the caller's bound applies.
     if (real_time_clock_)
-      wait_ns = std::min(wait_ns, remaining);
+      wait_ns = std::min(wait_ns.value_or(kMaxOutputWaitNs), remaining);
   }
   output_waiters_++;
-  output_cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), moved);
+  if (wait_ns)
+    output_cv_.wait_for(lock, std::chrono::nanoseconds(*wait_ns), moved);
+  else
+    output_cv_.wait(lock, moved);
   output_waiters_--;
   output_notified_ = false;
+}
+
+int64_t Session::HeadDueUnlocked() const {
+  auto it = lanes_.find(window_.head_lane());
+  const bool stalled = it != lanes_.end() && it->second.stalled;
+  return window_.head_since_ns() + (stalled ? 0 : config_.stall_timeout_ns);
+}
+
+void Session::AnnounceHeadUnlocked() {
+  // An output that is not waiting sees the head when it next waits.
+  if (output_waiters_ == 0 || !window_.HeadPending())
+    return;
+  // Every head expires at or after it became the head: the common case
+  // (the waiter already sleeps no later) needs no lane lookup.
+  if (output_due_ns_ != kNoTime && output_due_ns_ <= window_.head_since_ns())
+    return;
+  const int64_t due = HeadDueUnlocked();
+  if (output_due_ns_ != kNoTime && output_due_ns_ <= due)
+    return;
+  output_due_ns_ = due;
+  generation_++;
+  NotifyOutputUnlocked();
 }
 
 void Session::WakeOutput() {

@@ -6,8 +6,9 @@
 // Thread-safety: every public method is thread-safe (one internal mutex).
 // Stats() reads the lanes' host pools (LaneInfo) under it: lock order
 // Session, then HostPool.
-// The blocking methods (DispatchItem, WaitOutput) return early on
-// SetFlushing(true). Callers must not hold a lock of their own that another
+// The blocking methods return early on SetFlushing(true): DispatchItem
+// (kFlushing, also while flushing), and WaitOutput, which also returns on
+// SetFlushing(false). Callers must not hold a lock of their own that another
 // Session caller may need while they block here. Payloads the session gives
 // up (late arrivals, Reset) are destroyed under its lock: a Payload
 // destructor must not call back into the Session.
@@ -241,8 +242,18 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Releases what may leave now, in order, applying the stall timeout to a
   // pending head. Never blocks.
   ReadyBatch TakeReady();
-  // Blocks until the generation moves past `generation` (an arrival, a drop, a
-  // wake, flushing), the head's stall deadline passes, or `max_wait_ns`.
+  // Blocks until the generation moves past `generation` or the stall
+  // deadline of a head pending during the wait passes, whichever comes
+  // first; the second form also ends after `max_wait_ns`. The generation
+  // moves for an arrival the caller is to take, a drop, a stall, the end
+  // of the input, SetFlushing (either way), Reset, WakeOutput, and a new
+  // pending head that expires before the wait would end (a dispatch into an
+  // empty window, or a stalled lane's item, which is given up as soon as it
+  // heads the window). Flushing alone does not end it. A head's deadline
+  // holds the wait to it even once that head has left (nothing announces
+  // that; a later head's deadline is no earlier), until a TakeReady at or
+  // after it. Deadlines bound the wait only with a real-time clock.
+  void WaitOutput(uint64_t generation);
   void WaitOutput(uint64_t generation, int64_t max_wait_ns);
   void WakeOutput();
   // True when nothing awaited is in the window.
@@ -348,6 +359,15 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // notifies admit_cv_, after unlocking.
   bool ClaimAdmitNotifyUnlocked();
   void NotifyOutputUnlocked();
+  // When the pending head expires: stall-timeout after it became the head,
+  // at once for a stalled lane's. Requires window_.HeadPending().
+  int64_t HeadDueUnlocked() const;
+  // A head became pending: a waiting output that would sleep past its
+  // deadline is woken (the generation moves).
+  void AnnounceHeadUnlocked();
+  void WaitOutputUnlocked(std::unique_lock<std::mutex>& lock,
+                          uint64_t generation,
+                          std::optional<int64_t> max_wait_ns);
 
   const uint64_t id_;
   const std::shared_ptr<Clock> clock_;
@@ -368,6 +388,13 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // woke (see NotifyAdmitUnlocked).
   uint32_t admit_waiters_ = 0;
   uint32_t output_waiters_ = 0;
+  // The earliest stall deadline of a head pending while the output waited
+  // (kNoTime: none). The output's waits end there even if that head left
+  // meanwhile: announcing each head's departure would cost a wake-up per
+  // item, and a later head expires no earlier unless its lane is stalled
+  // (AnnounceHeadUnlocked wakes the output for that one). A TakeReady at or
+  // after it clears it.
+  int64_t output_due_ns_ = kNoTime;
   bool admit_notified_ = false;
   bool output_notified_ = false;
   // While set, NotifyAdmitUnlocked leaves the notification to the caller
