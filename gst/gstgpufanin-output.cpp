@@ -67,7 +67,11 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
 
   if (item->caps && (!priv->out_caps || !item->is_attachment)) {
     GstCaps * caps;
-    gst_event_parse_caps (item->caps, &caps);
+    /* the event downstream's caps came from (the usual case): no parsing */
+    if (priv->out_caps && item->caps == priv->out_caps_event)
+      caps = priv->out_caps;
+    else
+      gst_event_parse_caps (item->caps, &caps);
     if (!priv->out_caps || !gst_caps_is_equal (caps, priv->out_caps)) {
       if (priv->reconfigure_requested.exchange (false)) {
         priv->renegotiating = true;
@@ -89,6 +93,7 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
       if (!gst_pad_push_event (self->srcpad, gst_event_ref (item->caps)))
         GST_DEBUG_OBJECT (self, "downstream refused %" GST_PTR_FORMAT, caps);
     }
+    gst_event_replace (&priv->out_caps_event, item->caps);
     if (!item->is_attachment) {
       priv->out_caps_epoch = item->caps_epoch;
       priv->out_has_caps_epoch = item->has_caps_epoch;
@@ -97,7 +102,10 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
     }
   }
 
-  if (item->segment && (!priv->out_segment_valid || !item->is_attachment)) {
+  /* the event downstream's segment came from: no parsing */
+  if (item->segment && (!priv->out_segment_valid || !item->is_attachment)
+      && (!priv->out_segment_valid
+          || item->segment != priv->out_segment_event)) {
     const GstSegment * segment;
     gst_event_parse_segment (item->segment, &segment);
     if (!priv->out_segment_valid
@@ -106,6 +114,7 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
       priv->out_segment_valid = true;
       gst_pad_push_event (self->srcpad, gst_event_ref (item->segment));
     }
+    gst_event_replace (&priv->out_segment_event, item->segment);
   }
   return GST_FLOW_OK;
 }

@@ -40,10 +40,37 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
 
 namespace gpufanin {
 
+/* The sticky events current on a sink pad. Items share the set that was
+ * current when they arrived (one reference per item instead of one per
+ * event); a new sticky event replaces the pad's set, never changes it. */
+struct StickyEvents {
+  GstEvent * stream_start = nullptr;
+  GstEvent * caps = nullptr;
+  GstEvent * segment = nullptr;
+
+  StickyEvents () = default;
+  StickyEvents (const StickyEvents & other)
+  {
+    gst_event_replace (&stream_start, other.stream_start);
+    gst_event_replace (&caps, other.caps);
+    gst_event_replace (&segment, other.segment);
+  }
+  StickyEvents & operator= (const StickyEvents &) = delete;
+  ~StickyEvents ()
+  {
+    gst_clear_event (&stream_start);
+    gst_clear_event (&caps);
+    gst_clear_event (&segment);
+  }
+};
+
+using StickyPtr = std::shared_ptr<const StickyEvents>;
+
 /* A buffer or event on its way through the reorder window, with the sticky
  * events that were current on its sink pad when it arrived. */
 struct FanInItem : public gpufan::Payload {
   GstMiniObject * obj = nullptr;
+  /* set by SetSticky: the events of `sticky`, which keeps them alive */
   GstEvent * stream_start = nullptr;
   GstEvent * caps = nullptr;
   GstEvent * segment = nullptr;
@@ -53,14 +80,22 @@ struct FanInItem : public gpufan::Payload {
   /* attachments (positioned events) only fill in missing sticky events */
   bool is_attachment = false;
 
+  void SetSticky (StickyPtr events)
+  {
+    sticky = std::move (events);
+    stream_start = sticky ? sticky->stream_start : nullptr;
+    caps = sticky ? sticky->caps : nullptr;
+    segment = sticky ? sticky->segment : nullptr;
+  }
+
   ~FanInItem () override
   {
     if (obj)
       gst_mini_object_unref (obj);
-    gst_clear_event (&stream_start);
-    gst_clear_event (&caps);
-    gst_clear_event (&segment);
   }
+
+private:
+  StickyPtr sticky;
 };
 
 struct PadState {
@@ -70,16 +105,9 @@ struct PadState {
   bool paired = false;
   bool eos = false;
   bool flushing = false;
-  GstEvent * stream_start = nullptr;
-  GstEvent * caps = nullptr;
-  GstEvent * segment = nullptr;
+  StickyPtr sticky; /* null until the first sticky event */
 
-  void ClearSticky ()
-  {
-    gst_clear_event (&stream_start);
-    gst_clear_event (&caps);
-    gst_clear_event (&segment);
-  }
+  void ClearSticky () { sticky.reset (); }
 };
 
 /* An item (or a marker: see gst_gpufan_marker_new) that came out of a
@@ -97,6 +125,8 @@ struct PendingArrival {
 using gpufanin::FanInItem;
 using gpufanin::PadState;
 using gpufanin::PendingArrival;
+using gpufanin::StickyEvents;
+using gpufanin::StickyPtr;
 
 struct GstGpuFanInPrivate {
   std::mutex lock;
@@ -123,10 +153,16 @@ struct GstGpuFanInPrivate {
   /* Output state: what downstream has seen last. */
   GstEvent * out_stream_start = nullptr;
   GstCaps * out_caps = nullptr;
+  /* While out_caps is set: null or a caps event that carries out_caps, so
+   * that the next item with that same event needs no parsing. */
+  GstEvent * out_caps_event = nullptr;
   guint32 out_caps_epoch = 0;
   bool out_has_caps_epoch = false;
   GstSegment out_segment;
   bool out_segment_valid = false;
+  /* While out_segment_valid: null or a segment event that carries
+   * out_segment (see out_caps_event). */
+  GstEvent * out_segment_event = nullptr;
   /* While downstream renegotiates, items of the epoch current then may come
    * with either caps: not an error. Ends with the first item of a newer
    * epoch. */
@@ -166,6 +202,8 @@ struct GstGpuFanInPrivate {
       kv.second.ClearSticky ();
     gst_clear_event (&out_stream_start);
     gst_clear_caps (&out_caps);
+    gst_clear_event (&out_caps_event);
+    gst_clear_event (&out_segment_event);
   }
 };
 
