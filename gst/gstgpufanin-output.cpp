@@ -195,14 +195,14 @@ output_batch_locked (GstGpuFanIn * self,
     *generation = 0;
     return false;
   }
-  gpufan::ReadyBatch batch;
+  gpufan::ReadyBatch & batch = priv->out_batch;
   if (!arrival)
-    batch = session->TakeReady ();
+    session->TakeReady (&batch);
   else if (arrival->marker)
-    batch = session->ProveLaneAndTakeReady (arrival->lane, *arrival->seq);
+    session->ProveLaneAndTakeReady (arrival->lane, *arrival->seq, &batch);
   else
-    batch = session->ArriveAndTakeReady (arrival->lane, arrival->seq,
-        arrival->pts, std::move (arrival->payload), arrived);
+    session->ArriveAndTakeReady (arrival->lane, arrival->seq, arrival->pts,
+        std::move (arrival->payload), arrived, &batch);
   if (batch.latency_grew)
     priv->latency_post_pending = true;
 
@@ -229,7 +229,9 @@ output_batch_locked (GstGpuFanIn * self,
   }
   mark_batch_done (priv);
   *generation = batch.generation;
-  return !batch.items.empty ();
+  const bool any = !batch.items.empty ();
+  batch.items.clear (); /* its storage serves the next batch */
+  return any;
 }
 
 /* An item came out of a lane: into the window, and what it makes releasable

@@ -180,6 +180,7 @@ struct GstGpuFanInPrivate {
    * That spares waking the task for every item. output_pending: an item came
    * while another thread held the output; the holder takes it too. */
   std::mutex output_lock;
+  gpufan::ReadyBatch out_batch; /* under output_lock; empty between batches */
   std::atomic<bool> output_pending{ false };
   /* The task waits on cond for the fan-out's flush to end (WaitOutput does
    * not wait then): a live item must notify cond to reach it. */
