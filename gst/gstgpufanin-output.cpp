@@ -67,8 +67,8 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
 
   if (item->caps && (!priv->out_caps || !item->is_attachment)) {
     GstCaps * caps;
-    /* the event downstream's caps came from (the usual case): no parsing */
-    if (priv->out_caps && item->caps == priv->out_caps_event)
+    /* an event with downstream's caps (the usual case): no parsing */
+    if (priv->out_caps && priv->out_caps_events.Has (item->caps))
       caps = priv->out_caps;
     else
       gst_event_parse_caps (item->caps, &caps);
@@ -90,10 +90,11 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
         return GST_FLOW_NOT_NEGOTIATED;
       }
       gst_caps_replace (&priv->out_caps, caps);
+      priv->out_caps_events.Clear ();
       if (!gst_pad_push_event (self->srcpad, gst_event_ref (item->caps)))
         GST_DEBUG_OBJECT (self, "downstream refused %" GST_PTR_FORMAT, caps);
     }
-    gst_event_replace (&priv->out_caps_event, item->caps);
+    priv->out_caps_events.Add (item->caps);
     if (!item->is_attachment) {
       priv->out_caps_epoch = item->caps_epoch;
       priv->out_has_caps_epoch = item->has_caps_epoch;
@@ -102,19 +103,20 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
     }
   }
 
-  /* the event downstream's segment came from: no parsing */
+  /* an event with downstream's segment: no parsing */
   if (item->segment && (!priv->out_segment_valid || !item->is_attachment)
       && (!priv->out_segment_valid
-          || item->segment != priv->out_segment_event)) {
+          || !priv->out_segment_events.Has (item->segment))) {
     const GstSegment * segment;
     gst_event_parse_segment (item->segment, &segment);
     if (!priv->out_segment_valid
         || !gst_segment_is_equal (segment, &priv->out_segment)) {
       gst_segment_copy_into (segment, &priv->out_segment);
+      priv->out_segment_events.Clear ();
       priv->out_segment_valid = true;
       gst_pad_push_event (self->srcpad, gst_event_ref (item->segment));
     }
-    gst_event_replace (&priv->out_segment_event, item->segment);
+    priv->out_segment_events.Add (item->segment);
   }
   return GST_FLOW_OK;
 }

@@ -66,6 +66,41 @@ struct StickyEvents {
 
 using StickyPtr = std::shared_ptr<const StickyEvents>;
 
+/* A few events known to carry what downstream has (each lane's sink pad has
+ * its own caps event, say, with the same caps): an item with one of them
+ * needs no parsing nor comparing. Holds a reference to each. */
+class KnownEvents {
+public:
+  KnownEvents () = default;
+  KnownEvents (const KnownEvents &) = delete;
+  KnownEvents & operator= (const KnownEvents &) = delete;
+  ~KnownEvents () { Clear (); }
+
+  bool Has (GstEvent * event) const
+  {
+    for (GstEvent * e : events_)
+      if (e == event)
+        return true;
+    return false;
+  }
+  void Add (GstEvent * event)
+  {
+    if (Has (event))
+      return;
+    gst_event_replace (&events_[next_], event);
+    next_ = (next_ + 1) % G_N_ELEMENTS (events_);
+  }
+  void Clear ()
+  {
+    for (GstEvent *& e : events_)
+      gst_clear_event (&e);
+  }
+
+private:
+  GstEvent * events_[4] = {};
+  guint next_ = 0;
+};
+
 /* A buffer or event on its way through the reorder window, with the sticky
  * events that were current on its sink pad when it arrived. */
 struct FanInItem : public gpufan::Payload {
@@ -153,16 +188,14 @@ struct GstGpuFanInPrivate {
   /* Output state: what downstream has seen last. */
   GstEvent * out_stream_start = nullptr;
   GstCaps * out_caps = nullptr;
-  /* While out_caps is set: null or a caps event that carries out_caps, so
-   * that the next item with that same event needs no parsing. */
-  GstEvent * out_caps_event = nullptr;
+  /* While out_caps is set: caps events that carry out_caps. */
+  gpufanin::KnownEvents out_caps_events;
   guint32 out_caps_epoch = 0;
   bool out_has_caps_epoch = false;
   GstSegment out_segment;
   bool out_segment_valid = false;
-  /* While out_segment_valid: null or a segment event that carries
-   * out_segment (see out_caps_event). */
-  GstEvent * out_segment_event = nullptr;
+  /* While out_segment_valid: segment events that carry out_segment. */
+  gpufanin::KnownEvents out_segment_events;
   /* While downstream renegotiates, items of the epoch current then may come
    * with either caps: not an error. Ends with the first item of a newer
    * epoch. */
@@ -203,8 +236,6 @@ struct GstGpuFanInPrivate {
       kv.second.ClearSticky ();
     gst_clear_event (&out_stream_start);
     gst_clear_caps (&out_caps);
-    gst_clear_event (&out_caps_event);
-    gst_clear_event (&out_segment_event);
   }
 };
 
