@@ -131,12 +131,8 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
     {
       std::lock_guard<std::mutex> lk (priv->lock);
       for (auto & kv : priv->pads) {
-        if (kv.second.stream_start) {
-          sticky.stream_start = gst_event_ref (kv.second.stream_start);
-          if (kv.second.caps)
-            sticky.caps = gst_event_ref (kv.second.caps);
-          if (kv.second.segment)
-            sticky.segment = gst_event_ref (kv.second.segment);
+        if (kv.second.sticky && kv.second.sticky->stream_start) {
+          sticky.SetSticky (kv.second.sticky);
           break;
         }
       }

@@ -65,7 +65,11 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
 
   if (item->caps && (!priv->out_caps || !item->is_attachment)) {
     GstCaps * caps;
-    gst_event_parse_caps (item->caps, &caps);
+    /* an event with downstream's caps (the usual case): no parsing */
+    if (priv->out_caps && priv->out_caps_events.Has (item->caps))
+      caps = priv->out_caps;
+    else
+      gst_event_parse_caps (item->caps, &caps);
     if (!priv->out_caps || !gst_caps_is_equal (caps, priv->out_caps)) {
       if (priv->reconfigure_requested.exchange (false)) {
         priv->renegotiating = true;
@@ -84,9 +88,11 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
         return GST_FLOW_NOT_NEGOTIATED;
       }
       gst_caps_replace (&priv->out_caps, caps);
+      priv->out_caps_events.Clear ();
       if (!gst_pad_push_event (self->srcpad, gst_event_ref (item->caps)))
         GST_DEBUG_OBJECT (self, "downstream refused %" GST_PTR_FORMAT, caps);
     }
+    priv->out_caps_events.Add (item->caps);
     if (!item->is_attachment) {
       priv->out_caps_epoch = item->caps_epoch;
       priv->out_has_caps_epoch = item->has_caps_epoch;
@@ -95,15 +101,20 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
     }
   }
 
-  if (item->segment && (!priv->out_segment_valid || !item->is_attachment)) {
+  /* an event with downstream's segment: no parsing */
+  if (item->segment && (!priv->out_segment_valid || !item->is_attachment)
+      && (!priv->out_segment_valid
+          || !priv->out_segment_events.Has (item->segment))) {
     const GstSegment * segment;
     gst_event_parse_segment (item->segment, &segment);
     if (!priv->out_segment_valid
         || !gst_segment_is_equal (segment, &priv->out_segment)) {
       gst_segment_copy_into (segment, &priv->out_segment);
+      priv->out_segment_events.Clear ();
       priv->out_segment_valid = true;
       gst_pad_push_event (self->srcpad, gst_event_ref (item->segment));
     }
+    priv->out_segment_events.Add (item->segment);
   }
   return GST_FLOW_OK;
 }
@@ -184,14 +195,14 @@ output_batch_locked (GstGpuFanIn * self,
     *generation = 0;
     return false;
   }
-  gpufan::ReadyBatch batch;
+  gpufan::ReadyBatch & batch = priv->out_batch;
   if (!arrival)
-    batch = session->TakeReady ();
+    session->TakeReady (&batch);
   else if (arrival->marker)
-    batch = session->ProveLaneAndTakeReady (arrival->lane, *arrival->seq);
+    session->ProveLaneAndTakeReady (arrival->lane, *arrival->seq, &batch);
   else
-    batch = session->ArriveAndTakeReady (arrival->lane, arrival->seq,
-        arrival->pts, std::move (arrival->payload), arrived);
+    session->ArriveAndTakeReady (arrival->lane, arrival->seq, arrival->pts,
+        std::move (arrival->payload), arrived, &batch);
   if (batch.latency_grew)
     priv->latency_post_pending = true;
 
@@ -218,7 +229,9 @@ output_batch_locked (GstGpuFanIn * self,
   }
   mark_batch_done (priv);
   *generation = batch.generation;
-  return !batch.items.empty ();
+  const bool any = !batch.items.empty ();
+  batch.items.clear (); /* its storage serves the next batch */
+  return any;
 }
 
 /* An item came out of a lane: into the window, and what it makes releasable
@@ -328,6 +341,14 @@ gst_gpufan_in_src_loop (gpointer user_data)
   }
   if (priv->output_pending.load ())
     return; /* came while we held the output: go again */
+  {
+    /* A flush or stop that woke the output before the batch read its
+     * generation moved nothing the wait below would see: look at the state
+     * after the batch (the next iteration pauses). */
+    std::lock_guard<std::mutex> lk (priv->lock);
+    if (priv->flushing || priv->eos_sent || priv->output_stopped)
+      return;
+  }
   /* Until the generation moves past the batch's (WaitOutput: this also
    * covers a new head and the fan-out's flush ending), a pending head's stall
    * deadline (WaitOutput's own), or the deadline for the lanes' EOS. */

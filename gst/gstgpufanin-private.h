@@ -40,10 +40,72 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
 
 namespace gpufanin {
 
+/* The sticky events current on a sink pad. Items share the set that was
+ * current when they arrived (one reference per item instead of one per
+ * event); a new sticky event replaces the pad's set, never changes it. */
+struct StickyEvents {
+  GstEvent * stream_start = nullptr;
+  GstEvent * caps = nullptr;
+  GstEvent * segment = nullptr;
+
+  StickyEvents () = default;
+  StickyEvents (const StickyEvents & other)
+  {
+    gst_event_replace (&stream_start, other.stream_start);
+    gst_event_replace (&caps, other.caps);
+    gst_event_replace (&segment, other.segment);
+  }
+  StickyEvents & operator= (const StickyEvents &) = delete;
+  ~StickyEvents ()
+  {
+    gst_clear_event (&stream_start);
+    gst_clear_event (&caps);
+    gst_clear_event (&segment);
+  }
+};
+
+using StickyPtr = std::shared_ptr<const StickyEvents>;
+
+/* A few events known to carry what downstream has (each lane's sink pad has
+ * its own caps event, say, with the same caps): an item with one of them
+ * needs no parsing nor comparing. Holds a reference to each. */
+class KnownEvents {
+public:
+  KnownEvents () = default;
+  KnownEvents (const KnownEvents &) = delete;
+  KnownEvents & operator= (const KnownEvents &) = delete;
+  ~KnownEvents () { Clear (); }
+
+  bool Has (GstEvent * event) const
+  {
+    for (GstEvent * e : events_)
+      if (e == event)
+        return true;
+    return false;
+  }
+  void Add (GstEvent * event)
+  {
+    if (Has (event))
+      return;
+    gst_event_replace (&events_[next_], event);
+    next_ = (next_ + 1) % G_N_ELEMENTS (events_);
+  }
+  void Clear ()
+  {
+    for (GstEvent *& e : events_)
+      gst_clear_event (&e);
+  }
+
+private:
+  GstEvent * events_[4] = {};
+  guint next_ = 0;
+};
+
 /* A buffer or event on its way through the reorder window, with the sticky
  * events that were current on its sink pad when it arrived. */
 struct FanInItem : public gpufan::Payload {
   GstMiniObject * obj = nullptr;
+  /* set by SetSticky: the events of `sticky`, which keeps them alive */
   GstEvent * stream_start = nullptr;
   GstEvent * caps = nullptr;
   GstEvent * segment = nullptr;
@@ -53,14 +115,22 @@ struct FanInItem : public gpufan::Payload {
   /* attachments (positioned events) only fill in missing sticky events */
   bool is_attachment = false;
 
+  void SetSticky (StickyPtr events)
+  {
+    sticky = std::move (events);
+    stream_start = sticky ? sticky->stream_start : nullptr;
+    caps = sticky ? sticky->caps : nullptr;
+    segment = sticky ? sticky->segment : nullptr;
+  }
+
   ~FanInItem () override
   {
     if (obj)
       gst_mini_object_unref (obj);
-    gst_clear_event (&stream_start);
-    gst_clear_event (&caps);
-    gst_clear_event (&segment);
   }
+
+private:
+  StickyPtr sticky;
 };
 
 struct PadState {
@@ -70,16 +140,9 @@ struct PadState {
   bool paired = false;
   bool eos = false;
   bool flushing = false;
-  GstEvent * stream_start = nullptr;
-  GstEvent * caps = nullptr;
-  GstEvent * segment = nullptr;
+  StickyPtr sticky; /* null until the first sticky event */
 
-  void ClearSticky ()
-  {
-    gst_clear_event (&stream_start);
-    gst_clear_event (&caps);
-    gst_clear_event (&segment);
-  }
+  void ClearSticky () { sticky.reset (); }
 };
 
 /* An item (or a marker: see gst_gpufan_marker_new) that came out of a
@@ -97,6 +160,8 @@ struct PendingArrival {
 using gpufanin::FanInItem;
 using gpufanin::PadState;
 using gpufanin::PendingArrival;
+using gpufanin::StickyEvents;
+using gpufanin::StickyPtr;
 
 struct GstGpuFanInPrivate {
   std::mutex lock;
@@ -122,10 +187,14 @@ struct GstGpuFanInPrivate {
   /* Output state: what downstream has seen last. */
   GstEvent * out_stream_start = nullptr;
   GstCaps * out_caps = nullptr;
+  /* While out_caps is set: caps events that carry out_caps. */
+  gpufanin::KnownEvents out_caps_events;
   guint32 out_caps_epoch = 0;
   bool out_has_caps_epoch = false;
   GstSegment out_segment;
   bool out_segment_valid = false;
+  /* While out_segment_valid: segment events that carry out_segment. */
+  gpufanin::KnownEvents out_segment_events;
   /* While downstream renegotiates, items of the epoch current then may come
    * with either caps: not an error. Ends with the first item of a newer
    * epoch. */
@@ -143,6 +212,7 @@ struct GstGpuFanInPrivate {
    * That spares waking the task for every item. output_pending: an item came
    * while another thread held the output; the holder takes it too. */
   std::mutex output_lock;
+  gpufan::ReadyBatch out_batch; /* under output_lock; empty between batches */
   std::atomic<bool> output_pending{ false };
   /* A flow error stopped the output until the next flush or start. */
   std::atomic<bool> output_stopped{ false };

@@ -18,12 +18,7 @@ new_item_unlocked (const PadState & state, GstMiniObject * obj)
   auto * item = new FanInItem ();
   item->obj = obj;
   item->lane = state.lane;
-  if (state.stream_start)
-    item->stream_start = gst_event_ref (state.stream_start);
-  if (state.caps)
-    item->caps = gst_event_ref (state.caps);
-  if (state.segment)
-    item->segment = gst_event_ref (state.segment);
+  item->SetSticky (state.sticky);
   return item;
 }
 
@@ -271,12 +266,17 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         std::lock_guard<std::mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
         if (it != priv->pads.end ()) {
+          /* a new set: items that came before keep theirs */
+          auto events = it->second.sticky
+              ? std::make_shared<StickyEvents> (*it->second.sticky)
+              : std::make_shared<StickyEvents> ();
           GstEvent ** slot = GST_EVENT_TYPE (event) == GST_EVENT_CAPS
-              ? &it->second.caps
+              ? &events->caps
               : GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT
-              ? &it->second.segment
-              : &it->second.stream_start;
+              ? &events->segment
+              : &events->stream_start;
           gst_event_replace (slot, event);
+          it->second.sticky = std::move (events);
         }
       }
       if (GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)

@@ -230,6 +230,8 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
     priv->renegotiating = false;
     gst_clear_event (&priv->out_stream_start);
     gst_clear_caps (&priv->out_caps);
+    priv->out_caps_events.Clear ();
+    priv->out_segment_events.Clear ();
     priv->out_has_caps_epoch = false;
     gst_gpufan_in_restart_output_unlocked (self);
   }

@@ -42,10 +42,10 @@ ReorderWindow::ArriveResult ReorderWindow::Arrive(uint64_t seq,
   switch (slot->state) {
     case SlotState::kPending:
       slot->state = SlotState::kArrived;
-      slot->payloads.push_back(std::move(payload));
+      slot->payload = std::move(payload);
       return ArriveResult::kStored;
     case SlotState::kArrived:
-      slot->payloads.push_back(std::move(payload));
+      slot->more.push_back(std::move(payload));
       return ArriveResult::kStored;
     case SlotState::kDropped:
     case SlotState::kExpired:
@@ -68,7 +68,7 @@ ReorderWindow::ArriveResult ReorderWindow::InsertArrived(uint64_t seq,
   slot.lane = lane;
   slot.state = SlotState::kArrived;
   slot.awaited = false;
-  slot.payloads.push_back(std::move(payload));
+  slot.payload = std::move(payload);
   // Attachments placed at or before it precede it; later ones follow it.
   if (it == slots_.end()) {
     MoveAttachedUpTo(trailing_, seq, slot.before);
@@ -137,12 +137,13 @@ size_t ReorderWindow::PopSettled(std::vector<Released>& out, int64_t now_ns) {
     ReleaseAttached(head.before, head.seq, out);
     if (head.state == SlotState::kPending)
       break;
-    if (head.payloads.empty()) {
+    if (head.state != SlotState::kArrived) {
       // Dropped or expired: one empty entry so that the caller can count it.
       out.push_back(Released{nullptr, head.seq, head.lane});
     } else {
       const uint32_t lane = head.awaited ? head.lane : kNoLane;
-      for (PayloadPtr& p : head.payloads)
+      out.push_back(Released{std::move(head.payload), head.seq, lane});
+      for (PayloadPtr& p : head.more)
         out.push_back(Released{std::move(p), head.seq, lane});
     }
     released_through_ = head.seq + 1;

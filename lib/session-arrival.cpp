@@ -20,12 +20,21 @@ ReadyBatch Session::ArriveAndTakeReady(uint32_t lane,
                                        std::optional<uint64_t> seq,
                                        int64_t pts_ns, PayloadPtr payload,
                                        Arrival *arrival) {
+  ReadyBatch batch;
+  ArriveAndTakeReady(lane, seq, pts_ns, std::move(payload), arrival, &batch);
+  return batch;
+}
+
+void Session::ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
+                                 int64_t pts_ns, PayloadPtr payload,
+                                 Arrival *arrival, ReadyBatch *batch) {
+  StartBatch(batch);
   std::unique_lock<std::mutex> lock(mutex_);
   // Once both are done, and after unlocking: the dispatcher this wakes would
   // block on the lock at once otherwise.
   defer_admit_notify_ = true;
   *arrival = ArriveUnlocked(lane, seq, pts_ns, std::move(payload), false);
-  return TakeReadyAndUnlock(lock);
+  TakeReadyAndUnlock(lock, batch);
 }
 
 Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,

@@ -101,11 +101,19 @@ void Session::ProveLane(uint32_t lane, uint64_t seq) {
 }
 
 ReadyBatch Session::ProveLaneAndTakeReady(uint32_t lane, uint64_t seq) {
+  ReadyBatch batch;
+  ProveLaneAndTakeReady(lane, seq, &batch);
+  return batch;
+}
+
+void Session::ProveLaneAndTakeReady(uint32_t lane, uint64_t seq,
+                                    ReadyBatch *batch) {
+  StartBatch(batch);
   std::unique_lock<std::mutex> lock(mutex_);
   defer_admit_notify_ = true;
   ProveLaneUnlocked(lane, seq);
   NotifyAdmitUnlocked();
-  return TakeReadyAndUnlock(lock);
+  TakeReadyAndUnlock(lock, batch);
 }
 
 void Session::ProveLaneUnlocked(uint32_t lane, uint64_t seq) {

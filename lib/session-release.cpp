@@ -17,18 +17,31 @@ constexpr int64_t kMaxOutputWaitNs = 3600LL * 1'000'000'000LL;
 }  // namespace
 
 ReadyBatch Session::TakeReady() {
+  ReadyBatch batch;
+  TakeReady(&batch);
+  return batch;
+}
+
+void Session::TakeReady(ReadyBatch *batch) {
+  StartBatch(batch);
   std::unique_lock<std::mutex> lock(mutex_);
-  ReadyBatch batch = TakeReadyUnlocked();
+  TakeReadyUnlocked(batch);
   std::vector<uint32_t> stalled;
   stalled.swap(stalls_to_announce_);
   lock.unlock();
   if (!stalled.empty())
     AnnounceStalls(std::move(stalled));
-  return batch;
 }
 
-ReadyBatch Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock) {
-  ReadyBatch batch = TakeReadyUnlocked();
+void Session::StartBatch(ReadyBatch *batch) {
+  batch->items.clear();
+  batch->generation = 0;
+  batch->latency_grew = false;
+}
+
+void Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock,
+                                 ReadyBatch *batch) {
+  TakeReadyUnlocked(batch);
   defer_admit_notify_ = false;
   const bool notify = admit_notify_deferred_;
   admit_notify_deferred_ = false;
@@ -39,7 +52,6 @@ ReadyBatch Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock) {
     admit_cv_.notify_all();
   if (!stalled.empty())
     AnnounceStalls(std::move(stalled));
-  return batch;
 }
 
 void Session::SetStallListener(std::function<void(uint32_t lane)> listener) {
@@ -55,22 +67,21 @@ void Session::AnnounceStalls(std::vector<uint32_t> lanes) {
     stall_listener_(lane);
 }
 
-ReadyBatch Session::TakeReadyUnlocked() {
+void Session::TakeReadyUnlocked(ReadyBatch *batch) {
   const int64_t now = clock_->NowNs();
-  ReadyBatch batch;
   do {
-    window_.PopSettled(batch.items, now);
+    window_.PopSettled(batch->items, now);
   } while (ExpireStalledHeadUnlocked(now));
   if (output_due_ns_ != kNoTime && now >= output_due_ns_)
     output_due_ns_ = kNoTime;
   // Taken by another thread than the waiting output: the new head is news.
-  if (!batch.items.empty())
+  if (!batch->items.empty())
     AnnounceHeadUnlocked();
   // Several payloads may share one seq: an item leaves (and stops counting as
   // in flight) once, however many buffers it became.
   bool counted_any = false;
   uint64_t last_seq = 0;
-  for (const Released& r : batch.items) {
+  for (const Released& r : batch->items) {
     if (r.lane == kNoLane || (counted_any && r.seq == last_seq))
       continue;
     counted_any = true;
@@ -81,9 +92,8 @@ ReadyBatch Session::TakeReadyUnlocked() {
   if (counted_any)
     NotifyAdmitUnlocked();
   UpdateAccountedUnlocked(now);
-  CheckLatencyUnlocked(&batch);
-  batch.generation = generation_;
-  return batch;
+  CheckLatencyUnlocked(batch);
+  batch->generation = generation_;
 }
 
 void Session::WaitOutput(uint64_t generation) {

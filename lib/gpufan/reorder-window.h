@@ -116,8 +116,11 @@ class GPUFAN_API ReorderWindow {
     uint32_t lane = kNoLane;
     SlotState state = SlotState::kPending;
     int64_t since_ns = 0;
-    std::vector<Attached> before;      // attachments that precede this slot
-    std::vector<PayloadPtr> payloads;  // what came back for it
+    std::vector<Attached> before;  // attachments that precede this slot
+    // What came back for it (kArrived), in arrival order: the first one
+    // inline (the usual case needs no allocation), any further ones after.
+    PayloadPtr payload;
+    std::vector<PayloadPtr> more;
     bool awaited = true;  // opened at dispatch (false: InsertArrived)
   };
 

@@ -228,6 +228,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ReadyBatch ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
                                 int64_t pts_ns, PayloadPtr payload,
                                 Arrival *arrival);
+  // The same into `*batch`, whose items are replaced (destroyed first,
+  // outside the lock): a caller that keeps one batch reuses its storage. So
+  // do the other *TakeReady(ReadyBatch *) overloads.
+  void ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
+                          int64_t pts_ns, PayloadPtr payload, Arrival *arrival,
+                          ReadyBatch *batch);
   // A marker the lane worker pushed behind item `seq` came out of the
   // lane's branch: every item of the lane up to `seq` that has not come back
   // never will (the branch keeps serialized events in order with buffers).
@@ -235,6 +241,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void ProveLane(uint32_t lane, uint64_t seq);
   // ProveLane() and TakeReady() under one lock (see ArriveAndTakeReady).
   ReadyBatch ProveLaneAndTakeReady(uint32_t lane, uint64_t seq);
+  void ProveLaneAndTakeReady(uint32_t lane, uint64_t seq, ReadyBatch *batch);
   // Attaches a payload (an event) to leave right before item `seq`.
   void AttachBefore(uint64_t seq, PayloadPtr payload);
   // The lane ended (EOS): its outstanding items are gone.
@@ -242,6 +249,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Releases what may leave now, in order, applying the stall timeout to a
   // pending head. Never blocks.
   ReadyBatch TakeReady();
+  // The same into a batch the caller keeps (its vector's capacity is reused).
+  void TakeReady(ReadyBatch *batch);
   // Blocks until the generation moves past `generation` or the stall
   // deadline of a head pending during the wait passes, whichever comes
   // first; the second form also ends after `max_wait_ns`. The generation
@@ -320,10 +329,15 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Helpers that expect mutex_ held.
   Arrival ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
                          int64_t pts_ns, PayloadPtr payload, bool wake_output);
-  ReadyBatch TakeReadyUnlocked();
+  // Appends to batch->items (empty: see StartBatch).
+  void TakeReadyUnlocked(ReadyBatch *batch);
   // TakeReadyUnlocked, then unlocks and sends the admission notification
   // that defer_admit_notify_ held back.
-  ReadyBatch TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock);
+  void TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock,
+                          ReadyBatch *batch);
+  // Empties a caller's batch for reuse, keeping its storage; the payloads
+  // left in it are destroyed here, before the caller locks.
+  static void StartBatch(ReadyBatch *batch);
   std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool *no_lanes);
   std::optional<uint32_t> ProbeLaneUnlocked();
   // How long an admission wait may last before the adaptive policy's answer
