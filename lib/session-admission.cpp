@@ -12,10 +12,10 @@ namespace gpufan {
 
 namespace {
 
-// While the adaptive policy waits for a full lane, its answer drifts with
-// that lane's progress (no event announces when it turns): it is asked again
-// this often, until the lane's stop-waiting moment.
-constexpr std::chrono::nanoseconds kAdaptiveRethinkSlice{100'000'000};
+// How precisely PolicyTurnsUnlocked finds the moment the adaptive policy's
+// answer turns (a wait cannot be kept more precisely than the scheduler's
+// wake-up anyway).
+constexpr int64_t kPolicyTurnResolutionNs = 20'000;
 constexpr size_t kEventPositionsKept = 64;
 
 }  // namespace
@@ -87,8 +87,7 @@ Dispatch Session::DispatchItem(int64_t pts_ns) {
   }
 }
 
-std::optional<std::chrono::nanoseconds> Session::AdaptiveRethinkUnlocked()
-    const {
+std::optional<std::chrono::nanoseconds> Session::AdaptiveRethinkUnlocked() {
   // Only a real-time clock's moments map onto a real-time wait; with an
   // injected clock only events end the wait.
   if (config_.policy != Policy::kAdaptive || !real_time_clock_)
@@ -122,13 +121,37 @@ std::optional<std::chrono::nanoseconds> Session::AdaptiveRethinkUnlocked()
         head.started_ns != kNoTime
             ? head.started_ns
             : std::max(head.dispatched_ns, l.last_completion_ns);
-    const int64_t stop = Scheduler::StopWaitingAtNs(since, service);
-    if (stop > now)
-      until(std::min(stop, now + kAdaptiveRethinkSlice.count()));
+    until(Scheduler::StopWaitingAtNs(since, service));
   }
   if (!due)
     return std::nullopt;
+  // Until then the scores move with the full lanes' progress alone: wait
+  // until the moment the policy's answer turns, if it turns before.
+  if (waited_on_policy_)
+    due = PolicyTurnsUnlocked(now, *due);
   return std::chrono::nanoseconds(*due - now);
+}
+
+int64_t Session::PolicyTurnsUnlocked(int64_t now, int64_t until) {
+  auto waits_at = [this](int64_t t) {
+    what_if_scheduler_ = scheduler_;
+    return what_if_scheduler_.Choose(loads_, t, choice_room_).status ==
+           PickStatus::kWait;
+  };
+  if (waits_at(until))
+    return until;
+  // The scores are piecewise linear in time and a full lane's only grow
+  // faster than an idle one's, so the answer turns once: bisect to the
+  // resolution the wait can keep anyway.
+  int64_t lo = now, hi = until;
+  while (hi - lo > kPolicyTurnResolutionNs) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (waits_at(mid))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return hi;
 }
 
 std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
@@ -145,6 +168,7 @@ std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
 std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
                                                      bool *no_lanes) {
   *no_lanes = false;
+  waited_on_policy_ = false;
   bool joining = false;
   SchedulableUnlocked(&schedulable_, &joining);
   if (std::none_of(schedulable_.begin(), schedulable_.end(),
@@ -185,6 +209,8 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     loads_.push_back(load);
   }
   const Pick pick = scheduler_.Choose(loads_, now, limit - in_flight_);
+  waited_on_policy_ = pick.status == PickStatus::kWait;
+  choice_room_ = limit - in_flight_;
   if (pick.status == PickStatus::kNone) {
     *no_lanes = true;
     return std::nullopt;

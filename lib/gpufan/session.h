@@ -342,7 +342,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::optional<uint32_t> ProbeLaneUnlocked();
   // How long an admission wait may last before the adaptive policy's answer
   // can change without an event; std::nullopt: only an event can change it.
-  std::optional<std::chrono::nanoseconds> AdaptiveRethinkUnlocked() const;
+  std::optional<std::chrono::nanoseconds> AdaptiveRethinkUnlocked();
+  // The earliest moment in (now, until] at which the policy, asked with the
+  // loads of the last TryDispatchUnlocked, stops answering kWait; `until`
+  // when it does not before.
+  int64_t PolicyTurnsUnlocked(int64_t now, int64_t until);
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
                                   int64_t now_ns);
   // Which lanes the scheduler may pick now (LaneState, tiers: see .cpp).
@@ -417,6 +421,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   bool admit_notify_deferred_ = false;
   SessionConfig config_;
   Scheduler scheduler_;
+  // A copy of scheduler_ asked "what if it were later" (PolicyTurnsUnlocked),
+  // so that the real one's cursors do not move; and whether the last
+  // TryDispatchUnlocked waited on the policy's answer (loads_, choice_room_).
+  Scheduler what_if_scheduler_;
+  bool waited_on_policy_ = false;
+  uint32_t choice_room_ = 0;
   std::vector<LaneLoad> loads_;  // reused by every dispatch
   std::vector<int> lane_ranks_;  // reused by SchedulableUnlocked
   std::vector<bool> schedulable_;

@@ -587,3 +587,47 @@ TEST(AdaptiveSimulation, IdleCapacityGoesToTheFastestLane) {
 
 }  // namespace
 }  // namespace gpufan
+
+namespace gpufan {
+namespace {
+
+// Session::PolicyTurnsUnlocked bisects for the moment the adaptive policy stops
+// waiting for a full lane: between events its answer must turn once, from
+// kWait to a lane, and stay turned. A fast lane full (queue of 4, its head
+// running since 0) and a slow idle lane, asked at every 10 µs up to the fast
+// lane's stop-waiting moment.
+TEST(AdaptiveWait, BetweenEventsTheAnswerTurnsAtMostOnce) {
+  for (int64_t slow : {2'000'000, 5'000'000, 20'000'000}) {
+    for (uint32_t room : {1u, 4u, 16u}) {
+      SCOPED_TRACE("slow lane " + std::to_string(slow) + " ns, room " +
+                   std::to_string(room));
+      LaneLoad fast;
+      fast.lane = 0;
+      fast.has_room = false;
+      fast.outstanding = 4;
+      fast.service_ns = 1'000'000;
+      fast.head_started_ns = 0;
+      LaneLoad idle;
+      idle.lane = 1;
+      idle.service_ns = slow;
+      const std::vector<LaneLoad> loads{fast, idle};
+      const int64_t stop = Scheduler::StopWaitingAtNs(0, fast.service_ns);
+      int turns = 0;
+      bool waiting = true;
+      for (int64_t t = 0; t <= stop; t += 10'000) {
+        Scheduler s(Policy::kAdaptive);
+        const bool waits = s.Choose(loads, t, room).status == PickStatus::kWait;
+        if (waits != waiting) {
+          turns++;
+          waiting = waits;
+        }
+        EXPECT_FALSE(waits && turns > 0) << "waits again at " << t;
+      }
+      EXPECT_EQ(turns, 1) << "the slow lane never got the item before " << stop
+                          << " ns";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpufan
