@@ -43,7 +43,10 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
  *   5. Leaf locks, never held while taking another: Lane::staging_lock (the
  *      lane's host pool; ALLOCATION queries read it from any thread),
  *      priv->upstream_lock (upstream event seqnums), and the Session's own
- *      lock (the Session never calls back into us).
+ *      lock (the Session never calls back into us with it held).
+ * The Session's one callback, its stall listener (lane_note_stalled), runs
+ * from the fan-in's TakeReady calls without the Session's lock and takes
+ * lanes_lock, then a Lane::lock: no thread of ours makes those calls.
  * No lock of ours is held across a push, a peer query, a pad (de)activation
  * or a blocking Session call (DispatchItem). */
 /* *INDENT-ON* */
