@@ -19,6 +19,7 @@
 #   bash bench/stock-compare.sh                  # 300 000 frames, 7 runs each
 #   bash bench/stock-compare.sh -f 50000 -r 3    # quick
 #   bash bench/stock-compare.sh --no-verify      # skip the order check
+#   bash bench/stock-compare.sh -o "queue-size=32"   # gpufanout properties
 #
 # Needs a build (scripts/setup.sh; BUILD_DIR, default build).
 set -euo pipefail
@@ -29,6 +30,7 @@ build_dir=${BUILD_DIR:-build}
 frames=300000
 reps=7
 verify=1
+fanout_props=""
 
 usage() {
   sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -39,6 +41,7 @@ while (($#)); do
     -f | --frames) frames=$2; shift 2 ;;
     -r | --reps) reps=$2; shift 2 ;;
     --no-verify) verify=0; shift ;;
+    -o | --fanout-props) fanout_props=$2; shift 2 ;;
     -h | --help) usage 0 ;;
     *) echo "stock-compare: unknown argument $1" >&2; usage 2 >&2 ;;
   esac
@@ -58,7 +61,7 @@ export GST_REGISTRY_1_0="$tmp/registry.bin"
 src="videotestsrc num-buffers=$frames ! video/x-raw,format=GRAY8,width=16,height=16"
 sink="fakesink enable-last-sample=false"
 lane="identity signal-handoffs=false"
-gpufan="$src ! gpufanout name=f gpufanin name=m ! $sink"
+gpufan="$src ! gpufanout name=f $fanout_props gpufanin name=m ! $sink"
 stock="$src ! roundrobin name=r funnel name=m ! $sink"
 for k in 0 1; do
   gpufan+=" f.src_$k ! $lane ! m.sink_$k"
