@@ -24,6 +24,12 @@ gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self)
     self->priv->session->WakeOutput ();
 }
 
+bool
+gst_gpufan_in_output_halted_unlocked (GstGpuFanInPrivate * priv)
+{
+  return priv->flushing || priv->eos_sent || priv->output_stopped;
+}
+
 /* A new start (activation, the end of a flush): nothing sent, no error. */
 void
 gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self)
@@ -184,7 +190,7 @@ output_batch_locked (GstGpuFanIn * self,
   bool stopped;
   {
     std::lock_guard<std::mutex> lk (priv->lock);
-    stopped = priv->flushing || priv->eos_sent || priv->output_stopped;
+    stopped = gst_gpufan_in_output_halted_unlocked (priv);
     if (!stopped)
       ++priv->batches_started;
   }
@@ -293,7 +299,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
 
   {
     std::unique_lock<std::mutex> lk (priv->lock);
-    if (priv->flushing || priv->eos_sent || priv->output_stopped) {
+    if (gst_gpufan_in_output_halted_unlocked (priv)) {
       lk.unlock ();
       gst_pad_pause_task (self->srcpad);
       return;
@@ -346,7 +352,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
      * generation moved nothing the wait below would see: look at the state
      * after the batch (the next iteration pauses). */
     std::lock_guard<std::mutex> lk (priv->lock);
-    if (priv->flushing || priv->eos_sent || priv->output_stopped)
+    if (gst_gpufan_in_output_halted_unlocked (priv))
       return;
   }
   /* Until the generation moves past the batch's (WaitOutput: this also

@@ -262,6 +262,8 @@ void gst_gpufan_in_src_loop (gpointer user_data);
 
 /* gstgpufanin-eos.cpp */
 bool gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv);
+/* No output now: flushing, EOS sent, or stopped by a flow error. */
+bool gst_gpufan_in_output_halted_unlocked (GstGpuFanInPrivate * priv);
 bool gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::Session> & session, std::string * missing,
     gint64 * deadline_ns);

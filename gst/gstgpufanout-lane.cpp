@@ -310,26 +310,23 @@ lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
     std::unique_lock<std::mutex> & lk)
 {
   while (lane->queue.empty () && lane->state == LaneState::kRunning) {
-    if (!lane->stalled) {
-      lane->worker_waiting = true;
-      lane->cond.wait (lk);
-      lane->worker_waiting = false;
-      continue;
+    if (lane->stalled
+        && std::chrono::steady_clock::now () >= lane->next_liveness) {
+      gpufan::Session & session = *self->priv->session;
+      lane->next_liveness = next_liveness_deadline (self);
+      if (!session.IsLaneStalled (lane->id)) {
+        lane->stalled = false; /* heard from again */
+        continue;
+      }
+      if (session.IsLaneClaimed (lane->id))
+        return true;
     }
-    if (std::chrono::steady_clock::now () < lane->next_liveness) {
-      lane->worker_waiting = true;
+    lane->worker_waiting = true;
+    if (lane->stalled)
       lane->cond.wait_until (lk, lane->next_liveness);
-      lane->worker_waiting = false;
-      continue;
-    }
-    gpufan::Session & session = *self->priv->session;
-    lane->next_liveness = next_liveness_deadline (self);
-    if (!session.IsLaneStalled (lane->id)) {
-      lane->stalled = false; /* heard from again */
-      continue;
-    }
-    if (session.IsLaneClaimed (lane->id))
-      return true;
+    else
+      lane->cond.wait (lk);
+    lane->worker_waiting = false;
   }
   return false;
 }

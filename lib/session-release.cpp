@@ -25,12 +25,7 @@ ReadyBatch Session::TakeReady() {
 void Session::TakeReady(ReadyBatch *batch) {
   StartBatch(batch);
   std::unique_lock<std::mutex> lock(mutex_);
-  TakeReadyUnlocked(batch);
-  std::vector<uint32_t> stalled;
-  stalled.swap(stalls_to_announce_);
-  lock.unlock();
-  if (!stalled.empty())
-    AnnounceStalls(std::move(stalled));
+  TakeReadyAndUnlock(lock, batch);
 }
 
 void Session::StartBatch(ReadyBatch *batch) {
