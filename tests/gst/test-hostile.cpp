@@ -63,11 +63,14 @@ GstMessage *FaninMessage(LaunchedPipeline& p, GstMessageType type) {
       Duration(0));
 }
 
-// Runs to EOS and checks what every test of a dropping lane 1 checks: the
-// output is exactly what the healthy lanes delivered, in order, and one
-// EOS ends it. Returns the fan-in's final statistics (or nullptr).
-GstStructure *RunAndCheckHealthyLanesOut(LaunchedPipeline& p, RecordLog& b0,
-                                         RecordLog& b2, RecordLog& out) {
+// Records the healthy lanes and the output, runs to EOS and checks what
+// every test of a dropping lane 1 checks: the output is exactly what the
+// healthy lanes delivered, in order, and one EOS ends it. Returns the
+// fan-in's final statistics (or nullptr).
+GstStructure *RunAndCheckHealthyLanesOut(LaunchedPipeline& p) {
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& b2 = p.Record("b2", "src");
+  RecordLog& out = p.Record("out", "sink");
   if (!p.PlayToEos())
     return nullptr;
   const std::vector<int64_t> got = out.BufferIndices();
@@ -79,9 +82,10 @@ GstStructure *RunAndCheckHealthyLanesOut(LaunchedPipeline& p, RecordLog& b0,
   // Every frame either came out or went to lane 1, which lost it.
   const GstStructure *l1 = s ? StatsLaneById(s, 1) : nullptr;
   EXPECT_NE(l1, nullptr);
-  if (l1)
+  if (l1) {
     EXPECT_EQ(got.size() + StatsU64(l1, "dispatched"),
               static_cast<size_t>(kFrames));
+  }
   return s;
 }
 
@@ -103,10 +107,7 @@ TEST(HostileDrops, ValveDropAllCostsOneStallTimeoutForEveryPolicy) {
                                   "stall-timeout=3000000000"));
     ASSERT_TRUE(p.ok());
     p.Stamp("src", "src");
-    RecordLog& b0 = p.Record("b0", "src");
-    RecordLog& b2 = p.Record("b2", "src");
-    RecordLog& out = p.Record("out", "sink");
-    GstStructure *s = RunAndCheckHealthyLanesOut(p, b0, b2, out);
+    GstStructure *s = RunAndCheckHealthyLanesOut(p);
     ASSERT_TRUE(HasStatsShape(s, 3));
     const GstStructure *l1 = StatsLaneById(s, 1);
     ASSERT_NE(l1, nullptr);
@@ -200,10 +201,7 @@ TEST(HostileDrops, ValveForwardingStickyEventsIsProvenWithoutATimeout) {
         std::string("stall-timeout=") + kHour));
     ASSERT_TRUE(p.ok());
     p.Stamp("src", "src");
-    RecordLog& b0 = p.Record("b0", "src");
-    RecordLog& b2 = p.Record("b2", "src");
-    RecordLog& out = p.Record("out", "sink");
-    GstStructure *s = RunAndCheckHealthyLanesOut(p, b0, b2, out);
+    GstStructure *s = RunAndCheckHealthyLanesOut(p);
     ASSERT_TRUE(HasStatsShape(s, 3));
     const GstStructure *l1 = StatsLaneById(s, 1);
     ASSERT_NE(l1, nullptr);
@@ -233,10 +231,7 @@ TEST(HostileDrops, AProbeDroppingEveryBufferIsProvenWithoutATimeout) {
     ASSERT_TRUE(p.ok());
     p.Stamp("src", "src");
     p.AddProbe("b1", "src", GST_PAD_PROBE_TYPE_BUFFER, DropBuffer, nullptr);
-    RecordLog& b0 = p.Record("b0", "src");
-    RecordLog& b2 = p.Record("b2", "src");
-    RecordLog& out = p.Record("out", "sink");
-    GstStructure *s = RunAndCheckHealthyLanesOut(p, b0, b2, out);
+    GstStructure *s = RunAndCheckHealthyLanesOut(p);
     ASSERT_TRUE(HasStatsShape(s, 3));
     EXPECT_EQ(SumLanesU64(s, "timed-out"), 0u);
     EXPECT_EQ(StatsU64(StatsLaneById(s, 1), "dropped"), kFrames / 3u);
