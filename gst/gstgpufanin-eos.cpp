@@ -44,7 +44,7 @@ gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
   *deadline_ns = gpufan::kNoTime;
   bool all_eos;
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     if (priv->flushing || priv->eos_sent)
       return false;
     all_eos = gst_gpufan_in_all_pads_eos_unlocked (priv);
@@ -61,7 +61,7 @@ gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
   std::vector<Waiting> waiting;
   bool no_pads;
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     no_pads = priv->pads.empty ();
     for (auto & kv : priv->pads)
       if (!kv.second.eos)
@@ -129,7 +129,7 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
   if (!priv->out_stream_start) {
     FanInItem sticky;
     {
-      std::lock_guard<std::mutex> lk (priv->lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
       for (auto & kv : priv->pads) {
         if (kv.second.sticky && kv.second.sticky->stream_start) {
           sticky.SetSticky (kv.second.sticky);
@@ -149,13 +149,13 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
   GstEvent * eos = gst_event_new_eos ();
   {
     /* keep upstream's seqnum (it follows a seek's) */
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     if (priv->eos_seqnum != GST_SEQNUM_INVALID)
       gst_event_set_seqnum (eos, priv->eos_seqnum);
   }
   gst_pad_push_event (self->srcpad, eos);
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     priv->eos_sent = true;
   }
   gst_pad_pause_task (self->srcpad);

@@ -73,7 +73,7 @@ gst_gpufan_in_query_latency (GstGpuFanIn * self, GstQuery * query)
    * at most stall-timeout). */
   std::shared_ptr<gpufan::Session> session;
   {
-    std::lock_guard<std::mutex> lk (self->priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
     session = self->priv->session;
   }
   if (session) {

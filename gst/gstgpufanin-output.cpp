@@ -155,7 +155,7 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
 static void
 mark_batch_done (GstGpuFanInPrivate * priv)
 {
-  std::lock_guard<std::mutex> lk (priv->lock);
+  std::lock_guard<gpufan::Mutex> lk (priv->lock);
   priv->batches_done = priv->batches_started;
   priv->cond.notify_all ();
 }
@@ -189,7 +189,7 @@ output_batch_locked (GstGpuFanIn * self,
 
   bool stopped;
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     stopped = gst_gpufan_in_output_halted_unlocked (priv);
     if (!stopped)
       ++priv->batches_started;
@@ -258,7 +258,7 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
     return arrived;
   }
 
-  std::unique_lock<std::mutex> out (priv->output_lock, std::try_to_lock);
+  std::unique_lock<gpufan::Mutex> out (priv->output_lock, std::try_to_lock);
   if (!out.owns_lock ()) {
     arrived = hand_over (session, &arrival);
     priv->output_pending = true;
@@ -279,7 +279,7 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
       /* the task stops as it would have after its own push (pausing it
        * waits for its iteration, so it must not stay asleep) */
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         gst_gpufan_in_wake_output_unlocked (self);
       }
       gst_pad_pause_task (self->srcpad);
@@ -298,7 +298,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
   std::shared_ptr<gpufan::Session> session;
 
   {
-    std::unique_lock<std::mutex> lk (priv->lock);
+    std::unique_lock<gpufan::Mutex> lk (priv->lock);
     if (gst_gpufan_in_output_halted_unlocked (priv)) {
       lk.unlock ();
       gst_pad_pause_task (self->srcpad);
@@ -308,7 +308,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
     if (!session) {
       if (gst_gpufan_in_all_pads_eos_unlocked (priv)) {
         lk.unlock ();
-        std::lock_guard<std::mutex> out (priv->output_lock);
+        std::lock_guard<gpufan::Mutex> out (priv->output_lock);
         gst_gpufan_in_finish_stream (self, nullptr);
         return;
       }
@@ -325,7 +325,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
   guint64 generation = 0;
   gint64 eos_deadline = gpufan::kNoTime;
   {
-    std::unique_lock<std::mutex> out (priv->output_lock);
+    std::unique_lock<gpufan::Mutex> out (priv->output_lock);
     priv->output_pending = false;
     bool more = output_batch_locked (self, session, nullptr, nullptr,
         &generation, &pause);
@@ -351,7 +351,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
     /* A flush or stop that woke the output before the batch read its
      * generation moved nothing the wait below would see: look at the state
      * after the batch (the next iteration pauses). */
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     if (gst_gpufan_in_output_halted_unlocked (priv))
       return;
   }

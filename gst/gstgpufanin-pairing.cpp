@@ -20,7 +20,7 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
 {
   GstGpuFanInPrivate * priv = self->priv;
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);
     if (it == priv->pads.end ())
       return FALSE;
@@ -56,7 +56,7 @@ gst_gpufan_in_ensure_paired (GstGpuFanIn * self, GstPad * pad,
     std::string * conflict)
 {
   {
-    std::lock_guard<std::mutex> lk (self->priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
     auto it = self->priv->pads.find (pad);
     if (it != self->priv->pads.end () && it->second.paired)
       return TRUE;
@@ -110,7 +110,7 @@ gst_gpufan_in_cross_pair_query (GstGpuFanIn * self, GstQuery * query)
       gst_gpufan_pair_query_get_depth (query) + 1);
   GstPad * sinkpad = nullptr;
   {
-    std::lock_guard<std::mutex> lk (self->priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
     if (!self->priv->pads.empty ())
       sinkpad = GST_PAD (gst_object_ref (self->priv->pads.begin ()->first));
   }

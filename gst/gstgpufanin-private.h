@@ -23,13 +23,13 @@
 #include "gstgpufanin.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "gpufan/mutex.h"
 #include "gpufan/session.h"
 #include "gstgpufanutils.h"
 
@@ -164,14 +164,14 @@ using gpufanin::StickyEvents;
 using gpufanin::StickyPtr;
 
 struct GstGpuFanInPrivate {
-  std::mutex lock;
+  gpufan::Mutex lock;
   /* Under lock: the src task's wait for a session (before any pad paired)
    * and serialized queries (wait_lane_released); the task's other waits are
    * WaitOutput's. Notified with every change they look at:
    * gst_gpufan_in_wake_output_unlocked (flush, EOS, a released pad, a
    * stopped output, a new stall-timeout, deactivation, which also wakes
    * WaitOutput), pairing, and the end of an output batch. */
-  std::condition_variable cond;
+  gpufan::CondVar cond;
   std::map<GstPad *, PadState> pads;
   std::shared_ptr<gpufan::Session> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
@@ -211,7 +211,7 @@ struct GstGpuFanInPrivate {
    * and finds the output free (as funnel pushes from its sink pads' threads).
    * That spares waking the task for every item. output_pending: an item came
    * while another thread held the output; the holder takes it too. */
-  std::mutex output_lock;
+  gpufan::Mutex output_lock;
   gpufan::ReadyBatch out_batch; /* under output_lock; empty between batches */
   std::atomic<bool> output_pending{ false };
   /* A flow error stopped the output until the next flush or start. */

@@ -87,7 +87,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
   FanInItem * item = nullptr;
   for (bool asked = false;; asked = true) {
     {
-      std::lock_guard<std::mutex> lk (priv->lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
       auto it = priv->pads.find (pad);
       if (it == priv->pads.end () || priv->flushing || it->second.flushing
           || (asked && !it->second.paired)) {
@@ -143,7 +143,7 @@ handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   guint lane = 0;
   for (bool asked = false;; asked = true) {
     {
-      std::lock_guard<std::mutex> lk (priv->lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
       auto it = priv->pads.find (pad);
       if (it == priv->pads.end ())
         return FALSE;
@@ -190,7 +190,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_FLUSH_START: {
       bool first;
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
         if (it != priv->pads.end ())
           it->second.flushing = true;
@@ -210,7 +210,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_FLUSH_STOP: {
       bool last = false;
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
         if (it != priv->pads.end ()) {
           it->second.flushing = false;
@@ -238,7 +238,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       std::shared_ptr<gpufan::Session> session;
       guint lane = 0;
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
         if (it != priv->pads.end ()) {
           it->second.eos = true;
@@ -253,7 +253,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       if (session)
         session->LaneEnded (lane);
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         gst_gpufan_in_wake_output_unlocked (self);
       }
       gst_event_unref (event);
@@ -263,7 +263,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_CAPS:
     case GST_EVENT_SEGMENT: {
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
         if (it != priv->pads.end ()) {
           /* a new set: items that came before keep theirs */
@@ -300,7 +300,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   std::shared_ptr<gpufan::Session> session;
   FanInItem * item = nullptr;
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     if (priv->forwarded_seqnums.Seen (gst_event_get_seqnum (event))) {
       gst_event_unref (event);
       return TRUE;
@@ -337,7 +337,7 @@ static gboolean
 wait_lane_released (GstGpuFanIn * self, GstPad * pad)
 {
   GstGpuFanInPrivate * priv = self->priv;
-  std::unique_lock<std::mutex> lk (priv->lock);
+  std::unique_lock<gpufan::Mutex> lk (priv->lock);
   guint64 last_batch = 0;
   bool out_of_window = false;
   for (;;) {

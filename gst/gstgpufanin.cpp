@@ -91,7 +91,7 @@ gst_gpufan_in_src_activate_mode (GstPad * pad, GstObject * parent,
 
   if (active) {
     {
-      std::lock_guard<std::mutex> lk (priv->lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
       priv->flushing = false;
       gst_gpufan_in_restart_output_unlocked (self);
     }
@@ -99,7 +99,7 @@ gst_gpufan_in_src_activate_mode (GstPad * pad, GstObject * parent,
   }
 
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     priv->flushing = true;
     gst_gpufan_in_wake_output_unlocked (self);
   }
@@ -139,7 +139,7 @@ gst_gpufan_in_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstPad * pad;
 
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     guint index = 0;
     auto taken = [priv] (guint i) {
       for (auto & kv : priv->pads)
@@ -177,7 +177,7 @@ gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
 
   gst_pad_set_active (pad, FALSE);
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);
     if (it != priv->pads.end ()) {
       if (it->second.paired) {
@@ -192,7 +192,7 @@ gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
   if (session)
     session->UnclaimLane (lane);
   {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     gst_gpufan_in_wake_output_unlocked (self);
   }
   gst_element_remove_pad (element, pad);
@@ -214,7 +214,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
     return ret;
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
-    std::lock_guard<std::mutex> lk (priv->lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
     for (auto & kv : priv->pads) {
       kv.second.eos = false;
       kv.second.flushing = false;
@@ -247,7 +247,7 @@ gst_gpufan_in_set_property (GObject * object, guint prop_id,
 
   switch (prop_id) {
     case PROP_STALL_TIMEOUT: {
-      std::lock_guard<std::mutex> lk (priv->lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
       priv->stall_timeout = g_value_get_uint64 (value);
       if (priv->session)
         priv->session->SetStallTimeout ((gint64)priv->stall_timeout.load ());
@@ -275,7 +275,7 @@ gst_gpufan_in_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_STATS: {
       std::shared_ptr<gpufan::Session> session;
       {
-        std::lock_guard<std::mutex> lk (priv->lock);
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
         session = priv->session;
       }
       g_value_take_boxed (value,

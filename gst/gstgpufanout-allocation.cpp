@@ -40,10 +40,10 @@ proposed_allocator (GstGpuFanOut * self)
 {
   std::vector<gpufan::StagingPlan> plans;
   std::map<gint, GstAllocator *> by_node;
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   for (auto & kv : self->priv->lanes) {
     const LanePtr & lane = kv.second;
-    std::lock_guard<std::mutex> lane_lk (lane->staging_lock);
+    std::lock_guard<gpufan::Mutex> lane_lk (lane->staging_lock);
     if (!lane->allocator)
       continue;
     plans.push_back (lane->staging);

@@ -18,7 +18,7 @@ using namespace fanout;
 LanePtr
 fanout::find_lane (GstGpuFanOut * self, guint id)
 {
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   auto it = self->priv->lanes.find (id);
   return it == self->priv->lanes.end () ? nullptr : it->second;
 }
@@ -27,7 +27,7 @@ std::vector<LanePtr>
 fanout::snapshot_lanes (GstGpuFanOut * self)
 {
   std::vector<LanePtr> out;
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   out.reserve (self->priv->lanes.size ());
   for (auto & kv : self->priv->lanes)
     out.push_back (kv.second);
@@ -70,7 +70,7 @@ fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
 {
   bool wake;
   {
-    std::lock_guard<std::mutex> lk (lane->lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
     if (lane->state != LaneState::kRunning)
       return FALSE;
     lane->queue.push_back (std::move (item));
@@ -90,7 +90,7 @@ fanout::lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state)
 {
   std::deque<QueuedItem> dropped;
   {
-    std::lock_guard<std::mutex> lk (lane->lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
     /* a flush does not wake an inactive lane */
     if (state == LaneState::kInactive || lane->state == LaneState::kRunning)
       lane->state = state;
@@ -107,7 +107,7 @@ gboolean
 fanout::lane_activate (GstGpuFanOut * self, const LanePtr & lane,
     bool start_task)
 {
-  std::lock_guard<std::mutex> lk (lane->lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
   /* running first, so that an event arriving meanwhile is queued; no
    * buffer comes before lane_changed_unlocked tells the Session */
   lane->state = LaneState::kRunning;
@@ -121,7 +121,7 @@ fanout::lane_activate (GstGpuFanOut * self, const LanePtr & lane,
 void
 fanout::lane_start_deferred_task (const LanePtr & lane)
 {
-  std::lock_guard<std::mutex> lk (lane->lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (GST_PAD_MODE (lane->pad) == GST_PAD_MODE_PUSH
       && lane->state == LaneState::kRunning)
     start_lane_task_unlocked (lane);
@@ -132,7 +132,7 @@ fanout::lane_start_deferred_task (const LanePtr & lane)
 void
 fanout::lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all)
 {
-  std::lock_guard<std::mutex> lk (lane->lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (all || lane->result == GST_FLOW_FLUSHING || lane->result == GST_FLOW_EOS)
     lane->result = GST_FLOW_OK;
   lane->eos_pushed = false;
@@ -148,7 +148,7 @@ fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
     self->priv->session->SetLaneEligible (lane->id, false);
     return;
   }
-  std::lock_guard<std::mutex> lk (lane->lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
   /* a push that ends after this cannot record a stale NOT_LINKED */
   lane->link_generation++;
   if (lane->result == GST_FLOW_NOT_LINKED)
@@ -164,7 +164,7 @@ lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret,
     guint link_generation)
 {
   {
-    std::lock_guard<std::mutex> lk (lane->lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
     /* our own flush, deactivation or release of the lane: not a result the
      * branch gave */
     if (ret == GST_FLOW_FLUSHING && lane->state != LaneState::kRunning)
@@ -215,13 +215,13 @@ fanout::combine_lane_results (GstGpuFanOut * self)
       || !priv->lane_results_changed.exchange (false))
     return priv->combined_result;
 
-  std::lock_guard<std::mutex> lk (priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
   bool any_ok = false, any_eos = false, flushing = false;
   GstFlowReturn fatal = GST_FLOW_OK;
   for (auto & kv : priv->lanes) {
     GstFlowReturn r;
     {
-      std::lock_guard<std::mutex> lane_lk (kv.second->lock);
+      std::lock_guard<gpufan::Mutex> lane_lk (kv.second->lock);
       r = kv.second->result;
     }
     if (r == GST_FLOW_OK)
@@ -252,7 +252,7 @@ bool
 fanout::any_lane_inactive (GstGpuFanOut * self)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    std::lock_guard<std::mutex> lk (lane->lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
     if (lane->state != LaneState::kRunning)
       return true;
   }
@@ -294,7 +294,7 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
   LanePtr lane = find_lane (self, id);
   if (!lane)
     return;
-  std::lock_guard<std::mutex> lk (lane->lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (!lane->stalled) {
     lane->stalled = true;
     lane->next_liveness = next_liveness_deadline (self);
@@ -307,7 +307,7 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
  * due. Call with the lane lock held. */
 static bool
 lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
-    std::unique_lock<std::mutex> & lk)
+    std::unique_lock<gpufan::Mutex> & lk)
 {
   while (lane->queue.empty () && lane->state == LaneState::kRunning) {
     if (lane->stalled
@@ -386,7 +386,7 @@ lane_loop (gpointer user_data)
   GstFlowReturn result;
   guint link_generation;
   {
-    std::unique_lock<std::mutex> lk (lane->lock);
+    std::unique_lock<gpufan::Mutex> lk (lane->lock);
     /* the previous item is done: a drain may be waiting for that */
     lane->busy = false;
     if (lane->drain_waiters && lane->queue.empty ())
@@ -418,7 +418,7 @@ lane_loop (gpointer user_data)
       if (GST_EVENT_TYPE (event) == GST_EVENT_EOS) {
         /* before the push: the pipeline's EOS must not overtake the stats */
         {
-          std::lock_guard<std::mutex> lk (lane->lock);
+          std::lock_guard<gpufan::Mutex> lk (lane->lock);
           lane->eos_pushed = true;
         }
         on_lane_eos (self);
@@ -482,7 +482,7 @@ start_lane_task_unlocked (const LanePtr & lane)
 void
 fanout::lane_restart (GstGpuFanOut * self, const LanePtr & lane)
 {
-  std::lock_guard<std::mutex> lk (lane->lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (GST_PAD_MODE (lane->pad) != GST_PAD_MODE_PUSH
       || lane->state != LaneState::kFlushing)
     return;
@@ -502,7 +502,7 @@ gboolean
 fanout::wait_lanes_drained (GstGpuFanOut * self)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    std::unique_lock<std::mutex> lk (lane->lock);
+    std::unique_lock<gpufan::Mutex> lk (lane->lock);
     /* a stalled lane's branch may never return what it holds */
     lane->drain_waiters++;
     while (lane->state == LaneState::kRunning

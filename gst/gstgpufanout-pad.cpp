@@ -226,7 +226,7 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 static gboolean
 seen_upstream_event (GstGpuFanOut * self, guint32 seqnum)
 {
-  std::lock_guard<std::mutex> lk (self->priv->upstream_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->upstream_lock);
   return self->priv->upstream_seqnums.Seen (seqnum);
 }
 

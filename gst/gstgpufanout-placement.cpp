@@ -32,7 +32,7 @@ compute_placement (GstGpuFanOut * self, guint id, gint pad_gpu)
   gpufan::DeviceSpec spec;
   gpufan::PlacementHints hints;
   {
-    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
     spec = self->priv->device_spec;
     hints = self->priv->hints;
   }
@@ -67,7 +67,7 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
   if (allocator)
     info.host_pool = gst_gpufan_host_allocator_pool (allocator);
   {
-    std::lock_guard<std::mutex> lk (lane->staging_lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->staging_lock);
     std::swap (lane->allocator, allocator);
     lane->staging = gpufan::PlanStaging ((gpufan::StagingMode)staging, device,
         lane->allocator != nullptr);
@@ -91,7 +91,7 @@ fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
     std::string * error)
 {
   {
-    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
     if (lane->placed)
       return TRUE;
   }
@@ -104,11 +104,11 @@ fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
   guint host_pool_mib;
   GstGpuFanStaging staging;
   {
-    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
     host_pool_mib = self->priv->host_pool_mib;
     staging = self->priv->staging;
   }
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   if (!lane->placed) /* a concurrent placement won */
     apply_placement (self, lane, placement.device, host_pool_mib, staging);
   return TRUE;
@@ -137,7 +137,7 @@ fanout::unplace_lane (GstGpuFanOut * self, guint id)
 {
   if (lanes_streaming (self))
     return;
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   auto it = self->priv->lanes.find (id);
   if (it != self->priv->lanes.end ())
     it->second->placed = false;
@@ -147,7 +147,7 @@ fanout::unplace_lane (GstGpuFanOut * self, guint id)
 void
 fanout::forget_placements (GstGpuFanOut * self)
 {
-  std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   for (auto & kv : self->priv->lanes)
     kv.second->placed = false;
 }
@@ -167,7 +167,7 @@ fanout::place_all_lanes (GstGpuFanOut * self)
 {
   std::string settings_error;
   {
-    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
     if (!self->priv->settings_errors.empty ())
       settings_error = self->priv->settings_errors.begin ()->second;
   }
@@ -187,13 +187,13 @@ fanout::place_all_lanes (GstGpuFanOut * self)
            "or the pad's device property exclude every device"));
       return FALSE;
     }
-    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
     cpu_by_default |= lane->device.kind == gpufan::DeviceKind::kCpu;
   }
 
   bool auto_mode;
   {
-    std::lock_guard<std::mutex> lk (self->priv->settings_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
     auto_mode = self->priv->device_spec.mode == gpufan::DeviceSpec::Mode::kAuto;
   }
   /* once per start (placement runs at NULL->READY and READY->PAUSED) */
@@ -220,7 +220,7 @@ fanout::stage_item (const LanePtr & lane, QueuedItem & item)
   GstAllocator * allocator = nullptr;
   gpufan::StagingPlan plan;
   {
-    std::lock_guard<std::mutex> lk (lane->staging_lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->staging_lock);
     if (!lane->staging.stage || !lane->allocator)
       return;
     allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
@@ -260,7 +260,7 @@ fanout::answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
   }
   gpufan::Device device;
   {
-    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
     device = lane->device;
   }
   if (device.kind != gpufan::DeviceKind::kCuda) {
@@ -286,7 +286,7 @@ fanout::set_device_setting (GstGpuFanOut * self, guint prop_id,
     const GValue * value)
 {
   GstGpuFanOutPrivate * priv = self->priv;
-  std::lock_guard<std::mutex> lk (priv->settings_lock);
+  std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
   std::string error;
   switch (prop_id) {
     case PROP_DEVICES: {

@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "gpufan/device.h"
+#include "gpufan/mutex.h"
 #include "gpufan/placement.h"
 #include "gpufan/session.h"
 #include "gpufan/staging.h"
@@ -158,8 +158,8 @@ struct Lane {
    * chain function, the worker, the pad functions and flushes change it
    * through the lane_* functions of gstgpufanout-lane.cpp, which notify
    * `cond` and tell the Session whether the lane takes items. */
-  std::mutex lock;
-  std::condition_variable cond;
+  gpufan::Mutex lock;
+  gpufan::CondVar cond;
   LaneState state = LaneState::kInactive;
   /* The branch's last push result, sticky until a link, a flush or a new
    * start resets it (queue's srcresult without the flushing part, which is
@@ -203,7 +203,7 @@ struct Lane {
    * never held across a call into GStreamer: ALLOCATION queries read these
    * from any thread. (The statistics read the pool through the Session's
    * LaneInfo.) */
-  std::mutex staging_lock;
+  gpufan::Mutex staging_lock;
   GstAllocator * allocator = nullptr;
   gpufan::StagingPlan staging; /* gpufan::PlanStaging's, at placement */
   /* staging.stage, also read without staging_lock: spares a lock per item
@@ -231,7 +231,7 @@ struct GstGpuFanOutPrivate {
   std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
 
   /* Device settings (properties), under settings_lock. */
-  std::mutex settings_lock;
+  gpufan::Mutex settings_lock;
   std::string devices_text = DEFAULT_DEVICES;
   /* property values that did not parse, by property: reported at
    * NULL->READY */
@@ -256,7 +256,7 @@ struct GstGpuFanOutPrivate {
   guint dispatches_since_joining_probe = 0;
   std::atomic<bool> reset_joining_probe{ false };
 
-  std::mutex lanes_lock;
+  gpufan::Mutex lanes_lock;
   std::map<guint, fanout::LanePtr> lanes;
 
   /* Some lane's result changed, or a lane came or went: the chain function
@@ -272,7 +272,7 @@ struct GstGpuFanOutPrivate {
 
   /* Upstream events come once per lane (gpufanin forwards to all its sink
    * pads): forward each seqnum once. */
-  std::mutex upstream_lock;
+  gpufan::Mutex upstream_lock;
   GstGpuFanSeqnumMemory upstream_seqnums;
 };
 

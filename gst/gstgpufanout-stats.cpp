@@ -41,7 +41,7 @@ fanout::on_lane_eos (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    std::lock_guard<std::mutex> lk (lane->lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
     if (!lane->eos_pushed)
       return;
   }

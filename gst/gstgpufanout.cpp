@@ -61,7 +61,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstPad * pad;
   LanePtr lane;
   {
-    std::lock_guard<std::mutex> lk (priv->lanes_lock);
+    std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
     auto taken = [priv] (guint i) { return priv->lanes.count (i) > 0; };
     if (!gst_gpufan_request_pad_index (element, "src_", name, taken, &index))
       return nullptr;
@@ -95,7 +95,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
         ("No device for a new lane %u: %s", index, error.c_str ()), (nullptr));
     {
-      std::lock_guard<std::mutex> lk (priv->lanes_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
       priv->lanes.erase (index);
     }
     priv->session->RemoveLane (index);
@@ -133,7 +133,7 @@ gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
   gst_pad_stop_task (pad);
 
   {
-    std::lock_guard<std::mutex> lk (self->priv->lanes_lock);
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
     self->priv->lanes.erase (id);
   }
   self->priv->session->RemoveLane (id);
@@ -253,13 +253,13 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
       unplace_all_lanes (self);
       break;
     case PROP_HOST_POOL_SIZE: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       priv->host_pool_mib = g_value_get_uint (value);
     }
       unplace_all_lanes (self);
       break;
     case PROP_STAGING: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       priv->staging = (GstGpuFanStaging)g_value_get_enum (value);
     }
       unplace_all_lanes (self);
@@ -295,32 +295,32 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
       g_value_set_uint (value, priv->stats_interval_ms.load ());
       break;
     case PROP_DEVICES: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_string (value, priv->devices_text.c_str ());
       break;
     }
     case PROP_MIN_FREE_MEMORY: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_uint64 (value, priv->hints.min_free_memory / (1024 * 1024));
       break;
     }
     case PROP_MIN_COMPUTE_CAPABILITY: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_string (value, priv->min_compute_capability.c_str ());
       break;
     }
     case PROP_REQUIRE_CODECS: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_flags (value, priv->require_codecs);
       break;
     }
     case PROP_HOST_POOL_SIZE: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_uint (value, priv->host_pool_mib);
       break;
     }
     case PROP_STAGING: {
-      std::lock_guard<std::mutex> lk (priv->settings_lock);
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_enum (value, priv->staging);
       break;
     }

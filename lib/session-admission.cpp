@@ -21,7 +21,7 @@ constexpr size_t kEventPositionsKept = 64;
 }  // namespace
 
 uint32_t Session::EffectiveMaxInFlight() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return EffectiveMaxInFlightUnlocked();
 }
 
@@ -64,7 +64,7 @@ void Session::UpdateSpreadAllowanceUnlocked() {
 }
 
 Dispatch Session::DispatchItem(int64_t pts_ns) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   for (;;) {
     if (flushing_)
       return Dispatch{DispatchStatus::kFlushing};
@@ -155,7 +155,7 @@ int64_t Session::PolicyTurnsUnlocked(int64_t now, int64_t until) {
 }
 
 std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (flushing_)
     return Dispatch{DispatchStatus::kFlushing};
   bool no_lanes = false;
@@ -272,7 +272,7 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
 }
 
 bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return false;
@@ -295,7 +295,7 @@ bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
 }
 
 bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return false;
@@ -329,7 +329,7 @@ bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
 }
 
 void Session::EndInput() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (input_ended_)
     return;
   input_ended_ = true;
@@ -338,12 +338,12 @@ void Session::EndInput() {
 }
 
 bool Session::input_ended() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return input_ended_;
 }
 
 uint64_t Session::MarkEventPosition(uint32_t event_key) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   const uint64_t position = next_seq_;
   event_positions_.emplace_back(event_key, position);
   while (event_positions_.size() > kEventPositionsKept)
@@ -352,7 +352,7 @@ uint64_t Session::MarkEventPosition(uint32_t event_key) {
 }
 
 std::optional<uint64_t> Session::EventPosition(uint32_t event_key) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   // Newest first: a key seen twice means its latest position.
   for (auto it = event_positions_.rbegin(); it != event_positions_.rend();
        ++it) {

@@ -12,7 +12,7 @@ namespace gpufan {
 
 Arrival Session::Arrive(uint32_t lane, std::optional<uint64_t> seq,
                         int64_t pts_ns, PayloadPtr payload, bool wake_output) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return ArriveUnlocked(lane, seq, pts_ns, std::move(payload), wake_output);
 }
 
@@ -29,7 +29,7 @@ void Session::ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
                                  int64_t pts_ns, PayloadPtr payload,
                                  Arrival *arrival, ReadyBatch *batch) {
   StartBatch(batch);
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   // Once both are done, and after unlocking: the dispatcher this wakes would
   // block on the lock at once otherwise.
   defer_admit_notify_ = true;
@@ -133,7 +133,7 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
 }
 
 void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   // "After everything in flight" is the next item's place.
   window_.AttachBefore(std::min(seq, next_seq_), std::move(payload));
   NotifyAllUnlocked();

@@ -95,7 +95,7 @@ void Session::SchedulableUnlocked(std::vector<bool> *schedulable,
 }
 
 void Session::ProveLane(uint32_t lane, uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   ProveLaneUnlocked(lane, seq);
   NotifyAllUnlocked();
 }
@@ -109,7 +109,7 @@ ReadyBatch Session::ProveLaneAndTakeReady(uint32_t lane, uint64_t seq) {
 void Session::ProveLaneAndTakeReady(uint32_t lane, uint64_t seq,
                                     ReadyBatch *batch) {
   StartBatch(batch);
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   defer_admit_notify_ = true;
   ProveLaneUnlocked(lane, seq);
   NotifyAdmitUnlocked();
@@ -141,7 +141,7 @@ void Session::HeardFromUnlocked(Lane& lane) {
 }
 
 void Session::LaneEnded(uint32_t lane) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane))
     DropAllOutstandingUnlocked(*l);
 }

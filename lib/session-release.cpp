@@ -24,7 +24,7 @@ ReadyBatch Session::TakeReady() {
 
 void Session::TakeReady(ReadyBatch *batch) {
   StartBatch(batch);
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   TakeReadyAndUnlock(lock, batch);
 }
 
@@ -34,7 +34,7 @@ void Session::StartBatch(ReadyBatch *batch) {
   batch->latency_grew = false;
 }
 
-void Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock,
+void Session::TakeReadyAndUnlock(std::unique_lock<Mutex>& lock,
                                  ReadyBatch *batch) {
   TakeReadyUnlocked(batch);
   defer_admit_notify_ = false;
@@ -50,12 +50,12 @@ void Session::TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock,
 }
 
 void Session::SetStallListener(std::function<void(uint32_t lane)> listener) {
-  std::lock_guard<std::mutex> lock(listener_mutex_);
+  std::lock_guard<Mutex> lock(listener_mutex_);
   stall_listener_ = std::move(listener);
 }
 
 void Session::AnnounceStalls(std::vector<uint32_t> lanes) {
-  std::lock_guard<std::mutex> lock(listener_mutex_);
+  std::lock_guard<Mutex> lock(listener_mutex_);
   if (!stall_listener_)
     return;
   for (uint32_t lane : lanes)
@@ -92,16 +92,16 @@ void Session::TakeReadyUnlocked(ReadyBatch *batch) {
 }
 
 void Session::WaitOutput(uint64_t generation) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   WaitOutputUnlocked(lock, generation, std::nullopt);
 }
 
 void Session::WaitOutput(uint64_t generation, int64_t max_wait_ns) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<Mutex> lock(mutex_);
   WaitOutputUnlocked(lock, generation, max_wait_ns);
 }
 
-void Session::WaitOutputUnlocked(std::unique_lock<std::mutex>& lock,
+void Session::WaitOutputUnlocked(std::unique_lock<Mutex>& lock,
                                  uint64_t generation,
                                  std::optional<int64_t> max_wait_ns) {
   // Only a moved generation ends the wait: SetFlushing moves it both ways.
@@ -159,18 +159,18 @@ void Session::AnnounceHeadUnlocked() {
 }
 
 void Session::WakeOutput() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   generation_++;
   NotifyOutputUnlocked();
 }
 
 bool Session::WindowEmpty() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return window_.empty();
 }
 
 int64_t Session::AccountedForSinceNs() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return accounted_since_ns_;
 }
 
@@ -184,7 +184,7 @@ void Session::UpdateAccountedUnlocked(int64_t now_ns) {
 }
 
 bool Session::HoldsArrivedFrom(uint32_t lane) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return window_.HoldsArrivedFrom(lane);
 }
 

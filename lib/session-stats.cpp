@@ -18,7 +18,7 @@ constexpr uint32_t kSojournRun = 128;
 }  // namespace
 
 SessionStats Session::Stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   SessionStats stats;
   stats.policy = config_.policy;
   stats.dispatched = dispatched_;
@@ -66,12 +66,12 @@ SessionStats Session::Stats() const {
 }
 
 int64_t Session::AddedLatencyNs() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return AddedLatencyUnlocked();
 }
 
 void Session::MarkLatencyReported(int64_t ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   latency_reported_ns_ = ns;
   latency_announced_ = false;
 }

@@ -41,52 +41,52 @@ Session::Session(SessionConfig config, std::shared_ptr<Clock> clock)
 Session::~Session() = default;
 
 void Session::SetPolicy(Policy policy) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   config_.policy = policy;
   scheduler_.SetPolicy(policy);
   NotifyAllUnlocked();
 }
 
 Policy Session::policy() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return config_.policy;
 }
 
 void Session::SetLaneQueueSize(uint32_t size) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   config_.lane_queue_size = std::max<uint32_t>(1, size);
   NotifyAllUnlocked();
 }
 
 uint32_t Session::lane_queue_size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return config_.lane_queue_size;
 }
 
 uint32_t Session::max_in_flight() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return config_.max_in_flight;
 }
 
 void Session::SetMaxInFlight(uint32_t limit) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   config_.max_in_flight = limit;
   NotifyAllUnlocked();
 }
 
 void Session::SetStallTimeout(int64_t ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   config_.stall_timeout_ns = std::max<int64_t>(1, ns);
   NotifyAllUnlocked();
 }
 
 int64_t Session::stall_timeout_ns() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return config_.stall_timeout_ns;
 }
 
 void Session::AddLane(uint32_t lane, const Device& device, double weight) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   // Adding a known lane again only updates its binding: its items stay tracked.
   Lane& l = lanes_[lane];
   l.device = device;
@@ -97,7 +97,7 @@ void Session::AddLane(uint32_t lane, const Device& device, double weight) {
 }
 
 void Session::RemoveLane(uint32_t lane) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   auto it = lanes_.find(lane);
   if (it == lanes_.end())
     return;
@@ -110,12 +110,12 @@ void Session::RemoveLane(uint32_t lane) {
 }
 
 bool Session::HasLane(uint32_t lane) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return lanes_.count(lane) > 0;
 }
 
 void Session::SetLaneWeight(uint32_t lane, double weight) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {
     l->weight = weight;
     NotifyAllUnlocked();
@@ -123,13 +123,13 @@ void Session::SetLaneWeight(uint32_t lane, double weight) {
 }
 
 void Session::SetLaneDevice(uint32_t lane, const Device& device) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane))
     l->device = device;
 }
 
 void Session::SetLaneInfo(uint32_t lane, LaneInfo info) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {
     l->described = true;
     l->info = std::move(info);
@@ -137,7 +137,7 @@ void Session::SetLaneInfo(uint32_t lane, LaneInfo info) {
 }
 
 void Session::SetLaneWorkerThread(uint32_t lane, std::string worker_thread) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {
     l->described = true;
     l->info.worker_thread = std::move(worker_thread);
@@ -145,7 +145,7 @@ void Session::SetLaneWorkerThread(uint32_t lane, std::string worker_thread) {
 }
 
 void Session::CountStaging(uint32_t lane, bool copied) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {
     if (copied)
       l->counters.copies++;
@@ -155,7 +155,7 @@ void Session::CountStaging(uint32_t lane, bool copied) {
 }
 
 void Session::SetLaneEligible(uint32_t lane, bool eligible) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {
     l->eligible = eligible;
     NotifyAllUnlocked();
@@ -163,7 +163,7 @@ void Session::SetLaneEligible(uint32_t lane, bool eligible) {
 }
 
 void Session::ClaimLane(uint32_t lane) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l || l->claimed)
     return;
@@ -174,7 +174,7 @@ void Session::ClaimLane(uint32_t lane) {
 }
 
 void Session::UnclaimLane(uint32_t lane) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l || !l->claimed)
     return;
@@ -184,19 +184,19 @@ void Session::UnclaimLane(uint32_t lane) {
 }
 
 bool Session::IsLaneClaimed(uint32_t lane) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   auto it = lanes_.find(lane);
   return it != lanes_.end() && it->second.claimed;
 }
 
 bool Session::IsLaneStalled(uint32_t lane) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   auto it = lanes_.find(lane);
   return it != lanes_.end() && it->second.stalled;
 }
 
 std::string Session::WhyNoLane() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   bool any_eligible = false, any_weight = false;
   for (const auto& [id, l] : lanes_) {
     if (!l.eligible)
@@ -222,18 +222,18 @@ std::deque<Session::Outstanding>::iterator Session::FindOutstandingUnlocked(
 }
 
 void Session::SetFlushing(bool flushing) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   flushing_ = flushing;
   NotifyAllUnlocked();
 }
 
 bool Session::flushing() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   return flushing_;
 }
 
 void Session::Reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<Mutex> lock(mutex_);
   window_.Clear();
   for (auto& [id, l] : lanes_) {
     l.outstanding.clear();

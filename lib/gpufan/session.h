@@ -37,7 +37,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -51,6 +50,7 @@
 
 #include "gpufan/clock.h"
 #include "gpufan/device.h"
+#include "gpufan/mutex.h"
 #include "gpufan/payload.h"
 #include "gpufan/prelude.h"
 #include "gpufan/reorder-window.h"
@@ -333,8 +333,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void TakeReadyUnlocked(ReadyBatch *batch);
   // TakeReadyUnlocked, then unlocks and sends the admission notification
   // that defer_admit_notify_ held back.
-  void TakeReadyAndUnlock(std::unique_lock<std::mutex>& lock,
-                          ReadyBatch *batch);
+  void TakeReadyAndUnlock(std::unique_lock<Mutex>& lock, ReadyBatch *batch);
   // Empties a caller's batch for reuse, keeping its storage; the payloads
   // left in it are destroyed here, before the caller locks.
   static void StartBatch(ReadyBatch *batch);
@@ -383,8 +382,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // A head became pending: a waiting output that would sleep past its
   // deadline is woken (the generation moves).
   void AnnounceHeadUnlocked();
-  void WaitOutputUnlocked(std::unique_lock<std::mutex>& lock,
-                          uint64_t generation,
+  void WaitOutputUnlocked(std::unique_lock<Mutex>& lock, uint64_t generation,
                           std::optional<int64_t> max_wait_ns);
 
   const uint64_t id_;
@@ -393,15 +391,15 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // clock moves by itself.
   const bool real_time_clock_;
 
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   // Lanes stalled under mutex_, announced to the listener after unlocking;
   // listener_mutex_ is held while it runs (see SetStallListener).
   std::vector<uint32_t> stalls_to_announce_;
-  std::mutex listener_mutex_;
+  Mutex listener_mutex_;
   std::function<void(uint32_t)> stall_listener_;
   void AnnounceStalls(std::vector<uint32_t> lanes);
-  std::condition_variable admit_cv_;   // fan-out waits for room
-  std::condition_variable output_cv_;  // fan-in waits for releasable items
+  CondVar admit_cv_;   // fan-out waits for room
+  CondVar output_cv_;  // fan-in waits for releasable items
   // Threads waiting on each, and whether they were notified since they last
   // woke (see NotifyAdmitUnlocked).
   uint32_t admit_waiters_ = 0;
