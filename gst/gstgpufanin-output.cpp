@@ -151,13 +151,18 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
 }
 
 /* The output batch taken from the window has gone downstream (or been
- * dropped): wakes serialized queries waiting for it (wait_lane_released). */
+ * dropped): wakes serialized queries waiting for it (wait_lane_released).
+ * Called with output_lock held: batches_started moves only in this thread.
+ * No lock per batch unless a query waits: a waiter counts itself before it
+ * reads batches_done, so it sees this store or is seen here. */
 static void
 mark_batch_done (GstGpuFanInPrivate * priv)
 {
-  std::lock_guard<gpufan::Mutex> lk (priv->lock);
-  priv->batches_done = priv->batches_started;
-  priv->cond.notify_all ();
+  priv->batches_done.store (priv->batches_started);
+  if (priv->batch_waiters.load () > 0) {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    priv->cond.notify_all ();
+  }
 }
 
 /* Puts @arrival into the window without taking anything out; @wake_output:

@@ -201,10 +201,14 @@ struct GstGpuFanInPrivate {
   bool renegotiating = false;
   guint32 renegotiating_epoch = 0;
 
-  /* Output batches started / finished (under lock): items leave the window
-   * when a batch starts and go downstream while it runs. */
+  /* Output batches started (under lock, by the holder of output_lock) and
+   * finished: items leave the window when a batch starts and go downstream
+   * while it runs. batch_waiters: serialized queries waiting for a batch to
+   * finish (counted under lock before they look at batches_done), the only
+   * ones a finished batch has to wake. */
   guint64 batches_started = 0;
-  guint64 batches_done = 0;
+  std::atomic<guint64> batches_done{ 0 };
+  std::atomic<guint> batch_waiters{ 0 };
 
   /* Output runs in one thread at a time, the holder of output_lock: the src
    * pad's task, or the streaming thread of a lane that just delivered an item

@@ -340,6 +340,12 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad)
   std::unique_lock<gpufan::Mutex> lk (priv->lock);
   guint64 last_batch = 0;
   bool out_of_window = false;
+  /* counted before batches_done is read (see mark_batch_done) */
+  priv->batch_waiters++;
+  struct Uncount {
+    GstGpuFanInPrivate * priv;
+    ~Uncount () { priv->batch_waiters--; }
+  } uncount{ priv };
   for (;;) {
     auto it = priv->pads.find (pad);
     if (it == priv->pads.end () || priv->flushing || it->second.flushing

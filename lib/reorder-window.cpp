@@ -17,6 +17,13 @@ auto LowerBound(Slots& slots, uint64_t seq) {
 }  // namespace
 
 ReorderWindow::Slot *ReorderWindow::Find(uint64_t seq) {
+  // Slots are usually consecutive seqs (every awaited item opens one): the
+  // offset from the head finds it without a search.
+  if (!slots_.empty() && seq >= slots_.front().seq) {
+    const uint64_t offset = seq - slots_.front().seq;
+    if (offset < slots_.size() && slots_[offset].seq == seq)
+      return &slots_[offset];
+  }
   auto it = LowerBound(slots_, seq);
   return it != slots_.end() && it->seq == seq ? &*it : nullptr;
 }

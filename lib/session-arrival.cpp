@@ -47,8 +47,7 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
     auto& fifo = l->outstanding;
     auto match = fifo.end();
     if (seq) {
-      match = std::find_if(fifo.begin(), fifo.end(),
-                           [&](const Outstanding& o) { return o.seq == *seq; });
+      match = FindOutstandingUnlocked(*l, *seq);
     } else {
       if (pts_ns != kNoTime) {
         match = std::find_if(

@@ -217,8 +217,16 @@ Session::Lane *Session::FindLaneUnlocked(uint32_t lane) {
 
 std::deque<Session::Outstanding>::iterator Session::FindOutstandingUnlocked(
     Lane& lane, uint64_t seq) {
-  return std::find_if(lane.outstanding.begin(), lane.outstanding.end(),
-                      [seq](const Outstanding& o) { return o.seq == seq; });
+  // Ascending by seq (RecordDispatchUnlocked appends the next one): the
+  // front is the usual answer, a binary search the rest (a deep queue holds
+  // hundreds).
+  auto& items = lane.outstanding;
+  if (!items.empty() && items.front().seq == seq)
+    return items.begin();
+  auto it = std::lower_bound(
+      items.begin(), items.end(), seq,
+      [](const Outstanding& o, uint64_t s) { return o.seq < s; });
+  return it != items.end() && it->seq == seq ? it : items.end();
 }
 
 void Session::SetFlushing(bool flushing) {
