@@ -3,7 +3,8 @@
 // unordered fan-out (`roundrobin ! queue ! … ! funnel`), in one run, against
 // two baselines:
 //   baseline  `queue max-size-buffers=Q` (Q = gpufanout's queue-size, 4): as
-//             deep as gpufanout's lane queues
+//             deep as gpufanout's lane queues (a lane of microseconds, as in
+//             the overhead scenario, queues up to 4 Q there)
 //   stock     a plain `queue` (its defaults: 200 buffers, 10 MB, 1 s), what a
 //             user writes
 //

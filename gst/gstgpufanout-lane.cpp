@@ -331,14 +331,57 @@ lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
   return false;
 }
 
-/* Pushes a scheduled item (a buffer, or a GAP event) into the branch and
- * tells the session; a marker follows when the session asks for one. */
+/* The push of @seq returned: the Session learns it with the next item's
+ * start (start_item) or at the latest in the worker's next iteration
+ * (report_push). */
+static void
+note_push (const LanePtr & lane, guint64 seq, gpufan::PushOutcome outcome)
+{
+  lane->unreported_push.pending = true;
+  lane->unreported_push.seq = seq;
+  lane->unreported_push.outcome = outcome;
+}
+
+/* Tells the Session how the last push ended; a marker follows the pushed
+ * item when the Session asks for one. */
+static void
+report_push (GstGpuFanOut * self, const LanePtr & lane)
+{
+  if (!lane->unreported_push.pending)
+    return;
+  lane->unreported_push.pending = false;
+  const guint64 seq = lane->unreported_push.seq;
+  if (self->priv->session->OnPushed (lane->id, seq,
+          lane->unreported_push.outcome))
+    push_marker (self, lane, seq);
+}
+
+/* The worker takes @seq out of its queue (Session::MarkStarted), reporting
+ * the previous push with it. FALSE: the item is no longer awaited. */
+static bool
+start_item (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
+{
+  gpufan::Session & session = *self->priv->session;
+  if (!lane->unreported_push.pending)
+    return session.MarkStarted (lane->id, seq);
+  lane->unreported_push.pending = false;
+  const guint64 pushed = lane->unreported_push.seq;
+  bool marker = false;
+  const bool tracked = session.MarkStartedAfterPush (lane->id, pushed,
+      lane->unreported_push.outcome, seq, &marker);
+  /* behind the pushed item, before this one */
+  if (marker)
+    push_marker (self, lane, pushed);
+  return tracked;
+}
+
+/* Pushes a scheduled item (a buffer, or a GAP event) into the branch; the
+ * Session learns how the push ended with the next item (note_push). */
 static void
 push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
     QueuedItem & item, GstFlowReturn result, guint link_generation)
 {
-  gpufan::Session & session = *self->priv->session;
-  if (!session.MarkStarted (lane->id, item.seq)) {
+  if (!start_item (self, lane, item.seq)) {
     /* given up already (its lane stalled) or forgotten (flush): pushing it
      * would only make it late */
     GST_LOG_OBJECT (lane->pad,
@@ -353,10 +396,8 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
     /* a GAP the branch refused is a dropped item, not a lane result */
     bool ok = !flow_is_fatal (result)
         && gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ()));
-    if (session.OnPushed (lane->id, item.seq,
-            ok ? gpufan::PushOutcome::kDelivered
-               : gpufan::PushOutcome::kDropped))
-      push_marker (self, lane, item.seq);
+    note_push (lane, item.seq,
+        ok ? gpufan::PushOutcome::kDelivered : gpufan::PushOutcome::kDropped);
     return;
   }
 
@@ -364,12 +405,11 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
   stage_item (lane, item);
   if (flow_is_fatal (result)) {
     /* never feed a failed branch; the item counts as failed */
-    session.OnPushed (lane->id, item.seq, gpufan::PushOutcome::kFailed);
+    note_push (lane, item.seq, gpufan::PushOutcome::kFailed);
     return;
   }
   GstFlowReturn ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
-  if (session.OnPushed (lane->id, item.seq, outcome_of (ret)))
-    push_marker (self, lane, item.seq);
+  note_push (lane, item.seq, outcome_of (ret));
   if (ret != GST_FLOW_OK)
     lane_set_result (self, lane, ret, link_generation);
 }
@@ -387,6 +427,15 @@ lane_loop (gpointer user_data)
   guint link_generation;
   {
     std::unique_lock<gpufan::Mutex> lk (lane->lock);
+    /* the last push is reported now unless the next item, queued already,
+     * takes the report along (start_item) */
+    if (lane->unreported_push.pending
+        && (lane->queue.empty () || lane->state != LaneState::kRunning
+            || lane->queue.front ().kind == ItemKind::kEvent)) {
+      lk.unlock ();
+      report_push (self, lane);
+      lk.lock ();
+    }
     /* the previous item is done: a drain may be waiting for that */
     lane->busy = false;
     if (lane->drain_waiters && lane->queue.empty ())

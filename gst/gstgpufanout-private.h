@@ -183,6 +183,15 @@ struct Lane {
    * sends a marker to see whether its branch answers again. */
   guint64 last_seq = 0;
   std::chrono::steady_clock::time_point next_liveness;
+  /* The worker's own (no lock): a push whose end the Session has not been
+   * told yet. The worker tells it with the next item's start, under one
+   * Session lock, when that item is already queued; otherwise before it
+   * waits or handles anything else (report_push). */
+  struct {
+    bool pending = false;
+    guint64 seq = 0;
+    gpufan::PushOutcome outcome = gpufan::PushOutcome::kDelivered;
+  } unreported_push;
 
   /* Whether the pad is linked. Atomic, not under `lock`: the unlink
    * function runs with pad locks held, and starting a task takes a pad lock

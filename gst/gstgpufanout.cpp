@@ -369,12 +369,16 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    *
    * Buffers queued per lane in front of the lane's streaming thread. A full
    * lane takes no more buffers; when every lane is full, the fan-out blocks
-   * and back-pressure reaches upstream.
+   * and back-pressure reaches upstream. A lane of microseconds holds more,
+   * up to 4 × queue-size while that is under 2 ms of its work (a hand-over
+   * per buffer would cost as much as the buffer): its `queue-limit` in the
+   * stats.
    */
   g_object_class_install_property (gobject_class, PROP_QUEUE_SIZE,
       g_param_spec_uint ("queue-size", "Queue size",
-          "Buffers queued per lane before the lane counts as full", 1, 1024,
-          DEFAULT_QUEUE_SIZE,
+          "Buffers queued per lane before the lane counts as full (a lane "
+          "of microseconds: up to 4x that, while under 2 ms of its work)",
+          1, 1024, DEFAULT_QUEUE_SIZE,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 
@@ -382,14 +386,15 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    * GstGpuFanOut:max-in-flight:
    *
    * Buffers dispatched and not yet output by gpufanin (or pushed, without a
-   * fan-in): bounds the reorder window and the memory in use. 0 chooses
-   * lanes × (queue-size + 2); with `adaptive`, up to twice that when the
-   * lanes' speeds differ (room for the fast lanes while a slow one works).
+   * fan-in): bounds the reorder window and the memory in use. 0 chooses the
+   * sum of each lane's queue-limit + 2 (lanes × (queue-size + 2) for lanes
+   * of milliseconds); with `adaptive`, up to twice that when the lanes'
+   * speeds differ (room for the fast lanes while a slow one works).
    */
   g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint ("max-in-flight", "Max in flight",
           "Buffers dispatched but not yet output in order (0 = automatic: "
-          "lanes x (queue-size + 2), up to twice that with adaptive)",
+          "each lane's queue-limit + 2, up to twice that with adaptive)",
           0, 65536, DEFAULT_MAX_IN_FLIGHT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));

@@ -28,14 +28,23 @@ uint32_t Session::EffectiveMaxInFlight() const {
 uint32_t Session::EffectiveMaxInFlightUnlocked() const {
   if (config_.max_in_flight > 0)
     return config_.max_in_flight;
-  const uint32_t lanes =
-      std::max<uint32_t>(1, static_cast<uint32_t>(lanes_.size()));
-  const uint32_t base = lanes * (config_.lane_queue_size + 2);
+  // Every lane's queue, and two more per lane: the item in its branch and
+  // one on its way out.
+  uint32_t base = 0;
+  for (const auto& [id, l] : lanes_)
+    base += LaneQueueLimitUnlocked(l) + 2;
+  if (lanes_.empty())
+    base = config_.lane_queue_size + 2;
   // Only adaptive uses it: it gives idle slow lanes an item when the bound has
   // room for what the others complete meanwhile.
   if (config_.policy != Policy::kAdaptive)
     return base;
   return base + std::min(spread_allowance_, base);
+}
+
+uint32_t Session::LaneQueueLimitUnlocked(const Lane& lane) const {
+  return Scheduler::LaneQueueLimit(config_.lane_queue_size,
+                                   lane.service.EstimateNs());
 }
 
 void Session::UpdateSpreadAllowanceUnlocked() {
@@ -110,7 +119,7 @@ std::optional<std::chrono::nanoseconds> Session::AdaptiveRethinkUnlocked() {
     // kFirstSampleWaitNs.
     if (eligible > 1 && service <= 0 && head.started_ns != kNoTime)
       until(head.started_ns + Scheduler::kFirstSampleWaitNs);
-    if (l.queued < config_.lane_queue_size &&
+    if (l.queued < LaneQueueLimitUnlocked(l) &&
         !Scheduler::QueueHorizonReached(
             static_cast<uint32_t>(l.outstanding.size()), service))
       continue;
@@ -197,7 +206,7 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     LaneLoad load;
     load.lane = id;
     load.eligible = schedulable_[index++];
-    load.has_room = l.queued < config_.lane_queue_size;
+    load.has_room = l.queued < LaneQueueLimitUnlocked(l);
     load.outstanding = static_cast<uint32_t>(l.outstanding.size());
     load.weight = l.weight;
     load.service_ns = l.service.EstimateNs();
@@ -276,38 +285,64 @@ bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return false;
-  // `queued` mirrors the lane worker's queue, which this item just left, even
-  // when the session has already given up on the item (stall, flush).
-  if (l->queued > 0)
-    l->queued--;
-  auto it = FindOutstandingUnlocked(*l, seq);
-  const bool tracked = it != l->outstanding.end();
-  if (tracked) {
-    it->started_ns = clock_->NowNs();
-    l->in_push = true;
-    l->pushing_seq = seq;
-  }
-  const bool notify = ClaimAdmitNotifyUnlocked();
+  bool notify = false;
+  const bool tracked = MarkStartedUnlocked(*l, seq, &notify);
   lock.unlock();
   if (notify)
     admit_cv_.notify_all();
   return tracked;
 }
 
+bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool *notify) {
+  // `queued` mirrors the lane worker's queue, which this item just left, even
+  // when the session has already given up on the item (stall, flush).
+  if (l.queued > 0)
+    l.queued--;
+  auto it = FindOutstandingUnlocked(l, seq);
+  const bool tracked = it != l.outstanding.end();
+  if (tracked) {
+    it->started_ns = clock_->NowNs();
+    l.in_push = true;
+    l.pushing_seq = seq;
+  }
+  *notify = ClaimAdmitNotifyUnlocked();
+  return tracked;
+}
+
 bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
   std::lock_guard<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
-  if (!l)
+  return l && OnPushedUnlocked(*l, seq, outcome);
+}
+
+bool Session::MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
+                                   PushOutcome outcome, uint64_t seq,
+                                   bool *marker) {
+  std::unique_lock<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l) {
+    *marker = false;
     return false;
-  if (l->in_push && l->pushing_seq == seq)
-    l->in_push = false;
-  auto it = FindOutstandingUnlocked(*l, seq);
+  }
+  *marker = OnPushedUnlocked(*l, pushed_seq, outcome);
+  bool notify = false;
+  const bool tracked = MarkStartedUnlocked(*l, seq, &notify);
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
+  return tracked;
+}
+
+bool Session::OnPushedUnlocked(Lane& l, uint64_t seq, PushOutcome outcome) {
+  if (l.in_push && l.pushing_seq == seq)
+    l.in_push = false;
+  auto it = FindOutstandingUnlocked(l, seq);
   // Gone already: it arrived, expired, or the lane was reset. A stalled
   // lane's worker that got out of its push shows whether the branch answers
   // again.
-  if (it == l->outstanding.end()) {
-    if (l->stalled && l->claimed && outcome == PushOutcome::kDelivered) {
-      l->counters.markers++;
+  if (it == l.outstanding.end()) {
+    if (l.stalled && l.claimed && outcome == PushOutcome::kDelivered) {
+      l.counters.markers++;
       return true;
     }
     return false;
@@ -315,15 +350,15 @@ bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
   // The fan-in completes delivered items it waits for; until then a marker
   // behind it proves it dropped if the branch drops it.
   if (it->awaited && outcome == PushOutcome::kDelivered) {
-    l->counters.markers++;
+    l.counters.markers++;
     return true;
   }
   const Outstanding item = *it;
-  l->outstanding.erase(it);
+  l.outstanding.erase(it);
   if (outcome == PushOutcome::kDelivered)
-    CompleteUnlocked(*l, item, clock_->NowNs());
+    CompleteUnlocked(l, item, clock_->NowNs());
   else
-    DropOutstandingUnlocked(*l, item, outcome == PushOutcome::kFailed);
+    DropOutstandingUnlocked(l, item, outcome == PushOutcome::kFailed);
   NotifyAllUnlocked();
   return false;
 }

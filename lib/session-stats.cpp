@@ -49,6 +49,7 @@ SessionStats Session::Stats() const {
       s.stalled_ns = now - l.stalled_ns;
     }
     s.queued = l.queued;
+    s.queue_limit = LaneQueueLimitUnlocked(l);
     s.in_flight = static_cast<uint32_t>(l.outstanding.size());
     s.service_ns = l.service.EstimateNs();
     s.fps = seconds > 0.0 ? static_cast<double>(s.completed) / seconds : 0.0;

@@ -2,6 +2,7 @@
 // Scheduling policies: which lane gets the next item.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -110,6 +111,23 @@ class GPUFAN_API Scheduler {
   // stuck behind it when it slows down. A lane of microseconds keeps its
   // queue-size: there, the queue batches the hand-overs.
   static constexpr int64_t kQueueHorizonNs = 2'000'000;
+  // How many items a lane's queue holds: queue-size, and for a lane of
+  // microseconds more, up to kFastLaneQueueFactor times queue-size while they
+  // amount to less than kQueueHorizonNs of expected work. A hand-over between
+  // threads costs about what such a lane's item does; a deeper queue lets the
+  // worker take several per wake-up (a default `queue` holds 200). A lane of
+  // milliseconds (or one not yet measured) keeps queue-size, and so does the
+  // memory its items hold.
+  static constexpr uint32_t kFastLaneQueueFactor = 4;
+  static uint32_t LaneQueueLimit(uint32_t queue_size, int64_t service_ns) {
+    if (service_ns <= 0)
+      return queue_size;
+    const int64_t within_horizon = kQueueHorizonNs / service_ns;
+    const int64_t deepest = static_cast<int64_t>(queue_size) *
+                            static_cast<int64_t>(kFastLaneQueueFactor);
+    return static_cast<uint32_t>(std::clamp<int64_t>(
+        within_horizon, static_cast<int64_t>(queue_size), deepest));
+  }
   static bool QueueHorizonReached(uint32_t outstanding, int64_t service_ns) {
     return service_ns > 0 && outstanding >= 2 &&
            static_cast<int64_t>(outstanding) * service_ns >= kQueueHorizonNs;

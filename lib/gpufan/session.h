@@ -22,6 +22,8 @@
 //                                          pushes it into the branch
 //   lane worker        OnPushed()          the push returned; an item no
 //                                          fan-in waits for completes here
+//                                          (or MarkStartedAfterPush(), with
+//                                          the next item's MarkStarted)
 //   fan-in sink pad    Arrive()            it came out of the branch: it
 //                                          completes and waits in the window
 //   fan-in output      TakeReady()         it leaves, in input order
@@ -66,7 +68,10 @@ struct SessionConfig {
   Policy policy = Policy::kAdaptive;
   uint32_t lane_queue_size =
       4;  // items queued per lane before it counts as full
-  // 0: automatic, lanes * (lane_queue_size + 2); with kAdaptive, plus, for
+  // (a lane of microseconds queues more: Scheduler::LaneQueueLimit)
+  // 0: automatic, the sum over lanes of (queue limit + 2), which is
+  // lanes * (lane_queue_size + 2) for lanes of milliseconds; with kAdaptive,
+  // plus, for
   // lanes of different speeds, the items the faster lanes complete while the
   // slowest works on one (at most as much again; it grows as the speeds are
   // learned and shrinks only when a lane is removed). When the limit is reached
@@ -196,6 +201,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // awaited and has not come back yet, or the lane is stalled and a marker
   // that comes back shows it alive again.
   bool OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
+  // OnPushed(lane, pushed_seq, outcome) and then MarkStarted(lane, seq) under
+  // one lock: a worker that finds its next item queued reports its last push
+  // as it starts the next one. *marker is OnPushed's answer (the marker goes
+  // behind the pushed item, before the next); returns MarkStarted's.
+  bool MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
+                            PushOutcome outcome, uint64_t seq, bool *marker);
   // Called each time a lane stalls, without the Session's lock, from the
   // thread whose call found the stall (TakeReady and the *AndTakeReady
   // calls): the fan-out's idle lane worker has no other way to learn that it
@@ -313,7 +324,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
-    std::deque<Outstanding> outstanding;  // FIFO, oldest first
+    std::deque<Outstanding> outstanding;  // FIFO, oldest first: ascending seq
     // (pts, seq) of recent stall expiries: recognized without their meta.
     std::deque<std::pair<int64_t, uint64_t>> expired;
     uint32_t queued = 0;
@@ -360,6 +371,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void CheckLatencyUnlocked(ReadyBatch *batch);
   void UpdateAccountedUnlocked(int64_t now_ns);
   uint32_t EffectiveMaxInFlightUnlocked() const;
+  bool OnPushedUnlocked(Lane& lane, uint64_t seq, PushOutcome outcome);
+  // Returns whether the item is tracked; *notify: admit_cv_ is to be
+  // notified after unlocking.
+  bool MarkStartedUnlocked(Lane& lane, uint64_t seq, bool *notify);
+  // Items @lane's queue holds (Scheduler::LaneQueueLimit).
+  uint32_t LaneQueueLimitUnlocked(const Lane& lane) const;
   void UpdateSpreadAllowanceUnlocked();
   Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);

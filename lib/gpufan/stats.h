@@ -61,13 +61,14 @@ struct LaneStats {
   LaneState state = LaneState::kActive;
   StallKind stall_kind = StallKind::kNone;  // for kStalled
   uint64_t stalled_seq = 0;                 // the item it stalled on
-  int64_t stalled_ns = 0;  // how long ago it stalled (kStalled)
-  uint64_t stalls = 0;     // times it was declared stalled
-  uint64_t markers = 0;    // markers its worker pushed behind items
-  uint32_t queued = 0;     // dispatched, not yet started by the lane worker
-  uint32_t in_flight = 0;  // dispatched, not yet completed
-  int64_t service_ns = 0;  // learned service time (0: not known yet)
-  double fps = 0.0;        // completed / time since the first dispatch
+  int64_t stalled_ns = 0;    // how long ago it stalled (kStalled)
+  uint64_t stalls = 0;       // times it was declared stalled
+  uint64_t markers = 0;      // markers its worker pushed behind items
+  uint32_t queued = 0;       // dispatched, not yet started by the lane worker
+  uint32_t queue_limit = 0;  // how many its queue holds now (LaneQueueLimit)
+  uint32_t in_flight = 0;    // dispatched, not yet completed
+  int64_t service_ns = 0;    // learned service time (0: not known yet)
+  double fps = 0.0;          // completed / time since the first dispatch
   // What the fan-out told (Session::SetLaneInfo, CountStaging); `described`
   // false: nothing yet, and the fields below are empty.
   bool described = false;

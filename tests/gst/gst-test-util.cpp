@@ -1318,6 +1318,7 @@ namespace {
                                 {"late", G_TYPE_UINT64},
                                 {"reorder-waits", G_TYPE_UINT64},
                                 {"queued", G_TYPE_UINT},
+                                {"queue-limit", G_TYPE_UINT},
                                 {"in-flight", G_TYPE_UINT},
                                 {"service-time", G_TYPE_UINT64},
                                 {"fps", G_TYPE_DOUBLE}});

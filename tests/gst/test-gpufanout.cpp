@@ -824,7 +824,16 @@ TEST(GpuFanoutStats, PropertyHasDocumentedFieldsAndCounts) {
   gst_structure_get_uint(s, "in-flight", &in_flight);
   gst_structure_get_uint(s, "max-in-flight", &max_in_flight);
   EXPECT_EQ(in_flight, 0u);
-  EXPECT_EQ(max_in_flight, 2u * (4u + 2u)) << "auto: lanes x (queue-size + 2)";
+  guint queue_limits = 0;
+  for (guint i = 0; i < 2; i++) {
+    guint queue_limit = 0;
+    gst_structure_get_uint(StatsLane(s, i), "queue-limit", &queue_limit);
+    EXPECT_GE(queue_limit, 4u) << "lane " << i << ": at least queue-size";
+    EXPECT_LE(queue_limit, 16u) << "lane " << i << ": at most 4 x queue-size";
+    queue_limits += queue_limit;
+  }
+  EXPECT_EQ(max_in_flight, queue_limits + 2u * 2u)
+      << "auto: each lane's queue-limit + 2";
   for (guint i = 0; i < 2; i++) {
     const GstStructure *lane = StatsLane(s, i);
     guint id = 99;

@@ -629,5 +629,20 @@ TEST(AdaptiveWait, BetweenEventsTheAnswerTurnsAtMostOnce) {
   }
 }
 
+TEST(LaneQueue, QueueSizeUnlessTheLaneIsOfMicroseconds) {
+  constexpr int64_t kUs = 1000;
+  // Not measured yet, or a lane of milliseconds: queue-size.
+  EXPECT_EQ(Scheduler::LaneQueueLimit(4, 0), 4u);
+  EXPECT_EQ(Scheduler::LaneQueueLimit(4, 1000 * kUs), 4u);
+  EXPECT_EQ(Scheduler::LaneQueueLimit(4, 40 * kUs * 1000), 4u);
+  // Deeper while the queue holds under kQueueHorizonNs (2 ms) of work...
+  EXPECT_EQ(Scheduler::LaneQueueLimit(4, 200 * kUs), 10u);
+  EXPECT_EQ(Scheduler::LaneQueueLimit(4, 250 * kUs), 8u);
+  // ...at most kFastLaneQueueFactor times queue-size.
+  EXPECT_EQ(Scheduler::LaneQueueLimit(4, 1 * kUs), 16u);
+  EXPECT_EQ(Scheduler::LaneQueueLimit(1, 1), 4u);
+  EXPECT_EQ(Scheduler::LaneQueueLimit(1024, 1), 4096u);
+}
+
 }  // namespace
 }  // namespace gpufan

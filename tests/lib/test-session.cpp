@@ -490,6 +490,32 @@ TEST_F(SessionTest, AdmissionIsBoundedByLaneQueues) {
   EXPECT_EQ(Lane(s, 0).in_flight, 3u);
 }
 
+// A lane of microseconds queues more than queue-size (a hand-over per item
+// would cost as much as the item); one of milliseconds does not. The
+// automatic in-flight bound follows.
+TEST_F(SessionTest, ALaneOfMicrosecondsQueuesDeeper) {
+  for (const int64_t service : {int64_t{10'000}, int64_t{500'000}, kMs}) {
+    SessionConfig c = RoundRobin();
+    c.lane_queue_size = 2;
+    Make(c, 1);
+    EXPECT_EQ(Lane(session_->Stats(), 0).queue_limit, 2u) << "not measured";
+    const Dispatch a = Send(0);
+    clock_->Advance(service);
+    session_->Arrive(0, a.seq, kNoTime, P("a"));
+    session_->TakeReady();
+    uint32_t queued = 0;
+    while (session_->TryDispatchItem(0).has_value())
+      queued++;
+    // 10 us: 2 ms of work is 200 items, 4 x queue-size at most; 0.5 ms: 4
+    // items; 1 ms: queue-size.
+    const uint32_t expected = service == kMs ? 2u : service == 10'000 ? 8u : 4u;
+    EXPECT_EQ(queued, expected) << "service " << service << " ns";
+    const SessionStats s = session_->Stats();
+    EXPECT_EQ(Lane(s, 0).queue_limit, expected);
+    EXPECT_EQ(s.max_in_flight, expected + 2u);
+  }
+}
+
 TEST_F(SessionTest, FlushingWakesABlockedDispatch) {
   SessionConfig c;
   c.max_in_flight = 1;
@@ -754,6 +780,32 @@ TEST_F(SessionTest, OnPushedAsksForAMarkerOnlyWhileTheItemIsOut) {
   const Dispatch c = Send(0);
   EXPECT_FALSE(session_->OnPushed(0, c.seq, PushOutcome::kDropped));
   EXPECT_EQ(Lane(session_->Stats(), 1).markers, 1u);
+}
+
+// The worker reports a push with the next item's start: the same answers as
+// OnPushed and then MarkStarted.
+TEST_F(SessionTest, MarkStartedAfterPushIsOnPushedThenMarkStarted) {
+  Make(RoundRobin(), 1);
+  const Dispatch a = *session_->TryDispatchItem(kNoTime);
+  const Dispatch b = *session_->TryDispatchItem(kNoTime);
+  const Dispatch c = *session_->TryDispatchItem(kNoTime);
+  session_->MarkStarted(0, a.seq);
+  bool marker = false;
+  // a was not back when its push returned: a marker goes behind it.
+  EXPECT_TRUE(session_->MarkStartedAfterPush(0, a.seq, PushOutcome::kDelivered,
+                                             b.seq, &marker));
+  EXPECT_TRUE(marker);
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).queued, 1u);
+  EXPECT_EQ(Lane(s, 0).markers, 1u);
+  // b came back inside its push: no marker. c, forgotten by a flush, is not
+  // started.
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  session_->Reset();
+  EXPECT_FALSE(session_->MarkStartedAfterPush(0, b.seq, PushOutcome::kDelivered,
+                                              c.seq, &marker));
+  EXPECT_FALSE(marker);
+  EXPECT_EQ(Lane(session_->Stats(), 0).markers, 1u);
 }
 
 TEST_F(SessionTest, AMarkerProvesTheItemsBeforeItDropped) {
