@@ -54,23 +54,12 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     if (!lane)
       continue; /* released meanwhile; RemoveLane dropped it */
 
-    guint64 session_id = priv->session->id ();
-    if (is_buffer) {
-      GstBuffer * buffer = gst_buffer_make_writable (GST_BUFFER_CAST (obj));
-      /* a meta of an outer fan-out (nested pairs) stays */
-      gst_buffer_remove_gpufan_meta (buffer, session_id);
-      gst_buffer_add_gpufan_meta (buffer, session_id, d.seq, d.lane,
-          priv->caps_epoch.load ());
-      obj = GST_MINI_OBJECT_CAST (buffer);
-    } else {
-      GstEvent * event = gst_event_make_writable (GST_EVENT_CAST (obj));
-      gst_gpufan_event_set_item (event, session_id, d.seq);
-      obj = GST_MINI_OBJECT_CAST (event);
-    }
-
+    /* the lane's worker tags it (tag_item): upstream's thread is the one
+     * every item passes */
     QueuedItem item (obj, d.seq,
         is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
     item.awaited = d.awaited;
+    item.caps_epoch = priv->caps_epoch.load ();
     if (!lane_enqueue (lane, std::move (item))) {
       /* the lane is being deactivated or released: try another one */
       priv->session->OnPushed (d.lane, d.seq, gpufan::PushOutcome::kDropped);

@@ -375,6 +375,28 @@ start_item (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
   return tracked;
 }
 
+/* Gives a scheduled item what identifies it at the fan-in: a buffer our
+ * GstGpuFanMeta (seq, lane, caps epoch; an outer fan-out's meta, of nested
+ * pairs, stays), a GAP event the item fields. Done here rather than in the
+ * chain function: upstream's thread is the one every item passes. */
+static void
+tag_item (GstGpuFanOut * self, const LanePtr & lane, QueuedItem & item)
+{
+  const guint64 session_id = self->priv->session->id ();
+  if (item.kind == ItemKind::kBuffer) {
+    GstBuffer * buffer
+        = gst_buffer_make_writable (GST_BUFFER_CAST (item.Steal ()));
+    gst_buffer_remove_gpufan_meta (buffer, session_id);
+    gst_buffer_add_gpufan_meta (buffer, session_id, item.seq, lane->id,
+        item.caps_epoch);
+    item.obj = GST_MINI_OBJECT_CAST (buffer);
+  } else {
+    GstEvent * event = gst_event_make_writable (GST_EVENT_CAST (item.Steal ()));
+    gst_gpufan_event_set_item (event, session_id, item.seq);
+    item.obj = GST_MINI_OBJECT_CAST (event);
+  }
+}
+
 /* Pushes a scheduled item (a buffer, or a GAP event) into the branch; the
  * Session learns how the push ended with the next item (note_push). */
 static void
@@ -391,6 +413,7 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
     return;
   }
   lane->last_seq = item.seq;
+  tag_item (self, lane, item);
 
   if (item.kind == ItemKind::kScheduledEvent) {
     /* a GAP the branch refused is a dropped item, not a lane result */

@@ -54,7 +54,8 @@ fanout::probe_lanes (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
 
-  if (!priv->probe_pending.exchange (false))
+  /* a plain load first: the exchange writes the line, for every buffer */
+  if (!priv->probe_pending.load () || !priv->probe_pending.exchange (false))
     return;
   for (const LanePtr & lane : snapshot_lanes (self)) {
     if (!lane->needs_probe.exchange (false))

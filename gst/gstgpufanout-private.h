@@ -105,6 +105,9 @@ struct QueuedItem {
   guint64 seq = 0;
   ItemKind kind = ItemKind::kEvent;
   bool awaited = false; /* a gpufanin completes it (Dispatch::awaited) */
+  /* the input caps' epoch when it was dispatched (a scheduled item's; the
+   * worker tags it with seq and epoch, see tag_item) */
+  guint32 caps_epoch = 0;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -113,7 +116,7 @@ struct QueuedItem {
   }
   QueuedItem (QueuedItem && other) noexcept
       : obj (other.obj), seq (other.seq), kind (other.kind),
-        awaited (other.awaited)
+        awaited (other.awaited), caps_epoch (other.caps_epoch)
   {
     other.obj = nullptr;
   }
@@ -126,6 +129,7 @@ struct QueuedItem {
       seq = other.seq;
       kind = other.kind;
       awaited = other.awaited;
+      caps_epoch = other.caps_epoch;
     }
     return *this;
   }
