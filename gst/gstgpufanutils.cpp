@@ -343,7 +343,8 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
       l.late, "reorder-waits", G_TYPE_UINT64, l.reorder_waits, "queued",
       G_TYPE_UINT, l.queued, "queue-limit", G_TYPE_UINT, l.queue_limit,
       "in-flight", G_TYPE_UINT, l.in_flight, "service-time", G_TYPE_UINT64,
-      (guint64)MAX (l.service_ns, 0), "fps", G_TYPE_DOUBLE, l.fps, "state",
+      (guint64)MAX (l.service_ns, 0), "wake-time", G_TYPE_UINT64,
+      (guint64)MAX (l.wake_ns, 0), "fps", G_TYPE_DOUBLE, l.fps, "state",
       G_TYPE_STRING, gpufan::LaneStateName (l.state), "stalls", G_TYPE_UINT64,
       l.stalls, "markers", G_TYPE_UINT64, l.markers, nullptr);
   if (l.state == gpufan::LaneState::kStalled) {

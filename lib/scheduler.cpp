@@ -97,8 +97,9 @@ int64_t Scheduler::EffectiveServiceNs(const LaneLoad& lane, int64_t now_ns,
 int64_t Scheduler::ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
                                         int64_t fallback_ns) {
   const int64_t t = EffectiveServiceNs(lane, now_ns, fallback_ns);
+  // An idle lane's worker sleeps: the item starts once it woke up.
   if (lane.outstanding == 0)
-    return now_ns + t;
+    return now_ns + lane.wake_ns + t;
   // A head that has not started is still queued: it needs a full t from now;
   // one that runs past t is assumed to end now.
   const int64_t busy_until = lane.head_started_ns >= 0

@@ -210,6 +210,7 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     load.outstanding = static_cast<uint32_t>(l.outstanding.size());
     load.weight = l.weight;
     load.service_ns = l.service.EstimateNs();
+    load.wake_ns = l.wake.EstimateNs();
     load.head_started_ns =
         l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
     if (!l.outstanding.empty() && load.head_started_ns < 0)
@@ -265,6 +266,7 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   item.pts_ns = pts_ns;
   item.dispatched_ns = now_ns;
   item.awaited = lane.claimed;
+  item.into_idle_lane = lane.outstanding.empty();
   lane.outstanding.push_back(item);
   lane.queued++;
   lane.counters.dispatched++;
@@ -302,6 +304,8 @@ bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool *notify) {
   const bool tracked = it != l.outstanding.end();
   if (tracked) {
     it->started_ns = clock_->NowNs();
+    if (it->into_idle_lane)
+      l.wake.AddSample(it->started_ns - it->dispatched_ns);
     l.in_push = true;
     l.pushing_seq = seq;
   }

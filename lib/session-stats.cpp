@@ -52,6 +52,7 @@ SessionStats Session::Stats() const {
     s.queue_limit = LaneQueueLimitUnlocked(l);
     s.in_flight = static_cast<uint32_t>(l.outstanding.size());
     s.service_ns = l.service.EstimateNs();
+    s.wake_ns = l.wake.EstimateNs();
     s.fps = seconds > 0.0 ? static_cast<double>(s.completed) / seconds : 0.0;
     s.described = l.described;
     s.worker_thread = l.info.worker_thread;

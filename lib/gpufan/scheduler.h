@@ -49,6 +49,9 @@ struct LaneLoad {
   // Not started yet: since when the worker could have taken it (its dispatch,
   // or the lane's last completion if later); -1 none or unknown.
   int64_t head_ready_ns = -1;
+  // How long an item given to the lane while it is idle waits for its worker
+  // to wake up (learned); 0 = not known.
+  int64_t wake_ns = 0;
 };
 
 enum class PickStatus {

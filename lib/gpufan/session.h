@@ -310,6 +310,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     int64_t dispatched_ns = 0;
     int64_t started_ns = kNoTime;
     bool awaited = false;
+    bool into_idle_lane = false;  // its lane had nothing outstanding
   };
   struct Lane {
     Device device;
@@ -330,6 +331,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     uint32_t queued = 0;
     int64_t last_completion_ns = kNoTime;
     ServiceTimeEstimator service;
+    // dispatch to start of items given to the idle lane: its worker's wake-up
+    ServiceTimeEstimator wake;
     LaneStats counters;      // the counting fields only
     bool described = false;  // SetLaneInfo was called
     LaneInfo info;

@@ -68,7 +68,8 @@ struct LaneStats {
   uint32_t queue_limit = 0;  // how many its queue holds now (LaneQueueLimit)
   uint32_t in_flight = 0;    // dispatched, not yet completed
   int64_t service_ns = 0;    // learned service time (0: not known yet)
-  double fps = 0.0;          // completed / time since the first dispatch
+  int64_t wake_ns = 0;  // learned wake-up of its idle worker (0: not known)
+  double fps = 0.0;     // completed / time since the first dispatch
   // What the fan-out told (Session::SetLaneInfo, CountStaging); `described`
   // false: nothing yet, and the fields below are empty.
   bool described = false;

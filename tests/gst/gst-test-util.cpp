@@ -1321,6 +1321,7 @@ namespace {
                                 {"queue-limit", G_TYPE_UINT},
                                 {"in-flight", G_TYPE_UINT},
                                 {"service-time", G_TYPE_UINT64},
+                                {"wake-time", G_TYPE_UINT64},
                                 {"fps", G_TYPE_DOUBLE}});
     if (!r)
       return r << " (lanes[" << i << "])";

@@ -214,6 +214,43 @@ TEST(Adaptive, ExpectedCompletion) {
   EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 110 + 2 * 10 + 10);
   l.service_ns = 0;  // unknown: the fallback stands in
   EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 7), 107 + 2 * 7 + 7);
+  // An idle lane's worker wakes up first; a busy one is awake.
+  l.wake_ns = 30;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 7), 107 + 2 * 7 + 7);
+  l.outstanding = 0;
+  l.service_ns = 10;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 100 + 30 + 10);
+}
+
+// Waking a sleeping worker takes time (and upstream's CPU): a lane of
+// microseconds that is awake takes items while they would still finish before
+// an idle lane's worker woke up and did one.
+TEST(Adaptive, AnAwakeLaneOfMicrosecondsTakesItemsBeforeASleepingOneIsWoken) {
+  constexpr int64_t kUs = 1000;
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1});
+  for (LaneLoad& l : lanes) {
+    l.service_ns = 2 * kUs;
+    l.wake_ns = 7 * kUs;
+  }
+  lanes[0].outstanding = 1;
+  lanes[0].head_started_ns = 0;
+  std::vector<uint32_t> picks;
+  for (int i = 0; i < 4; ++i) {
+    const Pick p = s.Choose(lanes, 0);
+    ASSERT_EQ(p.status, PickStatus::kLane);
+    picks.push_back(p.lane);
+    if (p.lane == 0)
+      lanes[0].outstanding++;
+  }
+  // Lane 0 (its first item ends at 2 us) would finish a 2nd, 3rd, 4th, 5th
+  // item at 4, 6, 8, 10 us; lane 1, asleep, one at 7 + 2 = 9 us: lane 0
+  // takes three more, then lane 1 is woken.
+  EXPECT_EQ(picks, (std::vector<uint32_t>{0, 0, 0, 1}));
+  // Without a learned wake-up the idle lane is taken at once.
+  lanes[0].outstanding = 1;
+  lanes[1].wake_ns = 0;
+  EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);
 }
 
 TEST(Adaptive, PicksEarliestCompletion) {

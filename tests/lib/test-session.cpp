@@ -782,6 +782,22 @@ TEST_F(SessionTest, OnPushedAsksForAMarkerOnlyWhileTheItemIsOut) {
   EXPECT_EQ(Lane(session_->Stats(), 1).markers, 1u);
 }
 
+// The time from dispatch to start of items given to an idle lane is its
+// worker's wake-up, learned like service times; items queued behind others
+// are not samples.
+TEST_F(SessionTest, LearnsAnIdleLanesWakeUp) {
+  Make(RoundRobin(), 1);
+  const Dispatch a = *session_->TryDispatchItem(kNoTime);  // into an idle lane
+  const Dispatch b = *session_->TryDispatchItem(kNoTime);  // behind a
+  clock_->Advance(30'000);
+  session_->MarkStarted(0, a.seq);
+  clock_->Advance(500'000);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  session_->MarkStarted(0, b.seq);
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Lane(session_->Stats(), 0).wake_ns, 30'000);
+}
+
 // The worker reports a push with the next item's start: the same answers as
 // OnPushed and then MarkStarted.
 TEST_F(SessionTest, MarkStartedAfterPushIsOnPushedThenMarkStarted) {
