@@ -20,6 +20,7 @@
 #   bash bench/stock-compare.sh -f 50000 -r 3    # quick
 #   bash bench/stock-compare.sh --no-verify      # skip the order check
 #   bash bench/stock-compare.sh -o "queue-size=32"   # gpufanout properties
+#   bash bench/stock-compare.sh -p black         # a cheaper source (as bench/'s)
 #
 # Needs a build (scripts/setup.sh; BUILD_DIR, default build).
 set -euo pipefail
@@ -31,6 +32,7 @@ frames=300000
 reps=7
 verify=1
 fanout_props=""
+pattern=""
 
 usage() {
   sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -42,6 +44,7 @@ while (($#)); do
     -r | --reps) reps=$2; shift 2 ;;
     --no-verify) verify=0; shift ;;
     -o | --fanout-props) fanout_props=$2; shift 2 ;;
+    -p | --pattern) pattern=$2; shift 2 ;;
     -h | --help) usage 0 ;;
     *) echo "stock-compare: unknown argument $1" >&2; usage 2 >&2 ;;
   esac
@@ -58,7 +61,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export GST_REGISTRY_1_0="$tmp/registry.bin"
 
-src="videotestsrc num-buffers=$frames ! video/x-raw,format=GRAY8,width=16,height=16"
+src="videotestsrc num-buffers=$frames${pattern:+ pattern=$pattern} ! video/x-raw,format=GRAY8,width=16,height=16"
 sink="fakesink enable-last-sample=false"
 lane="identity signal-handoffs=false"
 gpufan="$src ! gpufanout name=f $fanout_props gpufanin name=m ! $sink"

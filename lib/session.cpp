@@ -218,10 +218,13 @@ Session::Lane *Session::FindLaneUnlocked(uint32_t lane) {
 std::deque<Session::Outstanding>::iterator Session::FindOutstandingUnlocked(
     Lane& lane, uint64_t seq) {
   // Ascending by seq (RecordDispatchUnlocked appends the next one): the
-  // front is the usual answer, a binary search the rest (a deep queue holds
+  // front is the usual answer, one before it is gone (a push reported after
+  // its item came back), a binary search finds the rest (a deep queue holds
   // hundreds).
   auto& items = lane.outstanding;
-  if (!items.empty() && items.front().seq == seq)
+  if (items.empty() || seq < items.front().seq)
+    return items.end();
+  if (items.front().seq == seq)
     return items.begin();
   auto it = std::lower_bound(
       items.begin(), items.end(), seq,
