@@ -122,7 +122,10 @@ fanout::aggregate_allocation (GstGpuFanOut * self, GstQuery * query)
   if (caps && gst_video_info_from_caps (&info, caps))
     size = MAX (size, (guint)GST_VIDEO_INFO_SIZE (&info));
   if (size) {
-    /* every buffer in flight is held by a lane queue or a branch */
+    /* every buffer in flight is held by a lane queue or a branch (the bound
+     * as it is now, before any lane was measured: lanes of microseconds may
+     * later hold more, up to 4 x their queues; a pool of exactly this size
+     * then only holds them back) */
     min_buffers += self->priv->session->EffectiveMaxInFlight ();
     /* upstream writes straight into the lanes' NUMA-local (pinned) memory,
      * so that no lane has to stage a copy */

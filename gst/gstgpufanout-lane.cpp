@@ -73,8 +73,9 @@ fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     if (lane->state != LaneState::kRunning)
       return FALSE;
-    lane->queue.push_back (std::move (item));
     wake = lane->worker_waiting;
+    item.woke_worker = wake && lane->queue.empty ();
+    lane->queue.push_back (std::move (item));
   }
   /* after unlocking, so that the worker does not block on the lock at once */
   if (wake)
@@ -356,23 +357,24 @@ report_push (GstGpuFanOut * self, const LanePtr & lane)
     push_marker (self, lane, seq);
 }
 
-/* The worker takes @seq out of its queue (Session::MarkStarted), reporting
+/* The worker takes @item out of its queue (Session::MarkStarted), reporting
  * the previous push with it. FALSE: the item is no longer awaited. */
 static bool
-start_item (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
+start_item (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & item)
 {
   gpufan::Session & session = *self->priv->session;
   if (!lane->unreported_push.pending)
-    return session.MarkStarted (lane->id, seq);
+    return session.MarkStarted (lane->id, item.seq, item.woke_worker);
   lane->unreported_push.pending = false;
   const guint64 pushed = lane->unreported_push.seq;
   bool marker = false;
   const bool tracked = session.MarkStartedAfterPush (lane->id, pushed,
-      lane->unreported_push.outcome, seq, &marker);
-  /* behind the pushed item, before this one */
-  if (marker)
-    push_marker (self, lane, pushed);
-  return tracked;
+      lane->unreported_push.outcome, item.seq, &marker);
+  if (!marker)
+    return tracked;
+  /* behind the pushed item, and before this one starts */
+  push_marker (self, lane, pushed);
+  return session.MarkStarted (lane->id, item.seq);
 }
 
 /* Gives a scheduled item what identifies it at the fan-in: a buffer our
@@ -403,7 +405,7 @@ static void
 push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
     QueuedItem & item, GstFlowReturn result, guint link_generation)
 {
-  if (!start_item (self, lane, item.seq)) {
+  if (!start_item (self, lane, item)) {
     /* given up already (its lane stalled) or forgotten (flush): pushing it
      * would only make it late */
     GST_LOG_OBJECT (lane->pad,

@@ -108,6 +108,9 @@ struct QueuedItem {
   /* the input caps' epoch when it was dispatched (a scheduled item's; the
    * worker tags it with seq and epoch, see tag_item) */
   guint32 caps_epoch = 0;
+  /* it went into the empty queue of a worker asleep waiting for items: its
+   * start measures the worker's wake-up (Session::MarkStarted) */
+  bool woke_worker = false;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -116,7 +119,8 @@ struct QueuedItem {
   }
   QueuedItem (QueuedItem && other) noexcept
       : obj (other.obj), seq (other.seq), kind (other.kind),
-        awaited (other.awaited), caps_epoch (other.caps_epoch)
+        awaited (other.awaited), caps_epoch (other.caps_epoch),
+        woke_worker (other.woke_worker)
   {
     other.obj = nullptr;
   }
@@ -130,6 +134,7 @@ struct QueuedItem {
       kind = other.kind;
       awaited = other.awaited;
       caps_epoch = other.caps_epoch;
+      woke_worker = other.woke_worker;
     }
     return *this;
   }
@@ -190,7 +195,9 @@ struct Lane {
   /* The worker's own (no lock): a push whose end the Session has not been
    * told yet. The worker tells it with the next item's start, under one
    * Session lock, when that item is already queued; otherwise before it
-   * waits or handles anything else (report_push). */
+   * waits or handles anything else (report_push). A report left when the
+   * task was paused (flush, deactivation) goes out at its next start, for an
+   * item the Session has forgotten by then: seqs are never reused. */
   struct {
     bool pending = false;
     guint64 seq = 0;

@@ -32,7 +32,7 @@ uint32_t Session::EffectiveMaxInFlightUnlocked() const {
   // one on its way out.
   uint32_t base = 0;
   for (const auto& [id, l] : lanes_)
-    base += LaneQueueLimitUnlocked(l) + 2;
+    base += std::max(l.queue_limit_peak, config_.lane_queue_size) + 2;
   if (lanes_.empty())
     base = config_.lane_queue_size + 2;
   // Only adaptive uses it: it gives idle slow lanes an item when the bound has
@@ -266,7 +266,6 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   item.pts_ns = pts_ns;
   item.dispatched_ns = now_ns;
   item.awaited = lane.claimed;
-  item.into_idle_lane = lane.outstanding.empty();
   lane.outstanding.push_back(item);
   lane.queued++;
   lane.counters.dispatched++;
@@ -282,20 +281,21 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   return Dispatch{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
 }
 
-bool Session::MarkStarted(uint32_t lane, uint64_t seq) {
+bool Session::MarkStarted(uint32_t lane, uint64_t seq, bool woken) {
   std::unique_lock<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return false;
   bool notify = false;
-  const bool tracked = MarkStartedUnlocked(*l, seq, &notify);
+  const bool tracked = MarkStartedUnlocked(*l, seq, woken, &notify);
   lock.unlock();
   if (notify)
     admit_cv_.notify_all();
   return tracked;
 }
 
-bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool *notify) {
+bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool woken,
+                                  bool *notify) {
   // `queued` mirrors the lane worker's queue, which this item just left, even
   // when the session has already given up on the item (stall, flush).
   if (l.queued > 0)
@@ -304,7 +304,7 @@ bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool *notify) {
   const bool tracked = it != l.outstanding.end();
   if (tracked) {
     it->started_ns = clock_->NowNs();
-    if (it->into_idle_lane)
+    if (woken)
       l.wake.AddSample(it->started_ns - it->dispatched_ns);
     l.in_push = true;
     l.pushing_seq = seq;
@@ -329,8 +329,12 @@ bool Session::MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
     return false;
   }
   *marker = OnPushedUnlocked(*l, pushed_seq, outcome);
+  // The marker goes into the branch before the next item starts: a branch
+  // that blocks on it must not count as blocked on that item.
+  if (*marker)
+    return false;
   bool notify = false;
-  const bool tracked = MarkStartedUnlocked(*l, seq, &notify);
+  const bool tracked = MarkStartedUnlocked(*l, seq, false, &notify);
   lock.unlock();
   if (notify)
     admit_cv_.notify_all();

@@ -148,8 +148,11 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
       lane.last_completion_ns);
   const int64_t before = lane.service.EstimateNs();
   lane.service.AddSample(now_ns - began);
-  if (lane.service.EstimateNs() != before)
+  if (lane.service.EstimateNs() != before) {
+    lane.queue_limit_peak =
+        std::max(lane.queue_limit_peak, LaneQueueLimitUnlocked(lane));
     UpdateSpreadAllowanceUnlocked();
+  }
   lane.last_completion_ns = now_ns;
   if (!item.awaited)
     DecrementInFlightUnlocked();

@@ -55,6 +55,9 @@ Policy Session::policy() const {
 void Session::SetLaneQueueSize(uint32_t size) {
   std::lock_guard<Mutex> lock(mutex_);
   config_.lane_queue_size = std::max<uint32_t>(1, size);
+  // The in-flight bound follows the new size, down too (the user's choice).
+  for (auto& [id, l] : lanes_)
+    l.queue_limit_peak = LaneQueueLimitUnlocked(l);
   NotifyAllUnlocked();
 }
 

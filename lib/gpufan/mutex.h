@@ -37,18 +37,30 @@ class Mutex {
   Mutex() {
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP  // glibc; elsewhere a plain one
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
     pthread_mutex_init(&mutex_, &attr);
     pthread_mutexattr_destroy(&attr);
   }
-  ~Mutex() { pthread_mutex_destroy(&mutex_); }
+  ~Mutex() {
+    pthread_mutex_destroy(&mutex_);
+  }
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  void lock() { pthread_mutex_lock(&mutex_); }
-  bool try_lock() { return pthread_mutex_trylock(&mutex_) == 0; }
-  void unlock() { pthread_mutex_unlock(&mutex_); }
-  pthread_mutex_t *native_handle() { return &mutex_; }
+  void lock() {
+    pthread_mutex_lock(&mutex_);
+  }
+  bool try_lock() {
+    return pthread_mutex_trylock(&mutex_) == 0;
+  }
+  void unlock() {
+    pthread_mutex_unlock(&mutex_);
+  }
+  pthread_mutex_t *native_handle() {
+    return &mutex_;
+  }
 
  private:
   pthread_mutex_t mutex_;

@@ -94,7 +94,8 @@ class GPUFAN_API Scheduler {
 
   // Adaptive score of one lane: the expected completion time of one more item,
   // max(now, busy_until) + (outstanding - 1)^+ * t + t, where busy_until is
-  // when the item in progress should end and t the EffectiveServiceNs.
+  // when the item in progress should end and t the EffectiveServiceNs; for an
+  // idle lane now + wake_ns + t (its worker sleeps).
   // `fallback_ns` stands in for an unknown service time. Exposed for tests and
   // for the stats.
   static int64_t ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
@@ -112,7 +113,7 @@ class GPUFAN_API Scheduler {
   // more only while they amount to less than this much expected work: a
   // deeper queue adds no throughput to a lane of milliseconds, only items
   // stuck behind it when it slows down. A lane of microseconds keeps its
-  // queue-size: there, the queue batches the hand-overs.
+  // queue limit: there, the queue batches the hand-overs.
   static constexpr int64_t kQueueHorizonNs = 2'000'000;
   // How many items a lane's queue holds: queue-size, and for a lane of
   // microseconds more, up to kFastLaneQueueFactor times queue-size while they

@@ -69,9 +69,9 @@ struct SessionConfig {
   uint32_t lane_queue_size =
       4;  // items queued per lane before it counts as full
   // (a lane of microseconds queues more: Scheduler::LaneQueueLimit)
-  // 0: automatic, the sum over lanes of (queue limit + 2), which is
-  // lanes * (lane_queue_size + 2) for lanes of milliseconds; with kAdaptive,
-  // plus, for
+  // 0: automatic, the sum over lanes of (the deepest queue limit the lane has
+  // had + 2), which is lanes * (lane_queue_size + 2) for lanes of
+  // milliseconds; with kAdaptive, plus, for
   // lanes of different speeds, the items the faster lanes complete while the
   // slowest works on one (at most as much again; it grows as the speeds are
   // learned and shrinks only when a lane is removed). When the limit is reached
@@ -195,7 +195,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // The lane worker takes the item out of its queue and starts pushing it.
   // False when the item is no longer awaited or tracked (its lane stalled and
   // it was given up, or a flush forgot it): the worker drops it unpushed.
-  bool MarkStarted(uint32_t lane, uint64_t seq);
+  // `woken`: the item went into the empty queue of a worker that was asleep
+  // waiting for it; its dispatch-to-start time is then a sample of the
+  // lane's wake-up (LaneStats::wake_ns, used by kAdaptive).
+  bool MarkStarted(uint32_t lane, uint64_t seq, bool woken = false);
   // The push into the branch returned. Completes unawaited items. True when
   // the worker should push a marker behind the item (ProveLane): it is
   // awaited and has not come back yet, or the lane is stalled and a marker
@@ -203,8 +206,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   bool OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
   // OnPushed(lane, pushed_seq, outcome) and then MarkStarted(lane, seq) under
   // one lock: a worker that finds its next item queued reports its last push
-  // as it starts the next one. *marker is OnPushed's answer (the marker goes
-  // behind the pushed item, before the next); returns MarkStarted's.
+  // as it starts the next one; returns MarkStarted's answer. *marker is
+  // OnPushed's: then the next item is not started (false is returned), the
+  // worker pushes the marker behind the pushed item and calls MarkStarted.
   bool MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
                             PushOutcome outcome, uint64_t seq, bool *marker);
   // Called each time a lane stalls, without the Session's lock, from the
@@ -310,7 +314,6 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     int64_t dispatched_ns = 0;
     int64_t started_ns = kNoTime;
     bool awaited = false;
-    bool into_idle_lane = false;  // its lane had nothing outstanding
   };
   struct Lane {
     Device device;
@@ -331,8 +334,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     uint32_t queued = 0;
     int64_t last_completion_ns = kNoTime;
     ServiceTimeEstimator service;
-    // dispatch to start of items given to the idle lane: its worker's wake-up
+    // Dispatch to start of the items that woke the lane's sleeping worker.
     ServiceTimeEstimator wake;
+    // The deepest queue limit the lane has had (Scheduler::LaneQueueLimit):
+    // the automatic in-flight bound sums these, so that it never shrinks
+    // while the lanes exist (see UpdateSpreadAllowanceUnlocked).
+    uint32_t queue_limit_peak = 0;
     LaneStats counters;      // the counting fields only
     bool described = false;  // SetLaneInfo was called
     LaneInfo info;
@@ -377,7 +384,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   bool OnPushedUnlocked(Lane& lane, uint64_t seq, PushOutcome outcome);
   // Returns whether the item is tracked; *notify: admit_cv_ is to be
   // notified after unlocking.
-  bool MarkStartedUnlocked(Lane& lane, uint64_t seq, bool *notify);
+  bool MarkStartedUnlocked(Lane& lane, uint64_t seq, bool woken, bool *notify);
   // Items @lane's queue holds (Scheduler::LaneQueueLimit).
   uint32_t LaneQueueLimitUnlocked(const Lane& lane) const;
   void UpdateSpreadAllowanceUnlocked();

@@ -832,8 +832,9 @@ TEST(GpuFanoutStats, PropertyHasDocumentedFieldsAndCounts) {
     EXPECT_LE(queue_limit, 16u) << "lane " << i << ": at most 4 x queue-size";
     queue_limits += queue_limit;
   }
-  EXPECT_EQ(max_in_flight, queue_limits + 2u * 2u)
-      << "auto: each lane's queue-limit + 2";
+  // auto: each lane's deepest queue limit so far + 2 (it never shrinks)
+  EXPECT_GE(max_in_flight, queue_limits + 2u * 2u);
+  EXPECT_LE(max_in_flight, 2u * (16u + 2u));
   for (guint i = 0; i < 2; i++) {
     const GstStructure *lane = StatsLane(s, i);
     guint id = 99;

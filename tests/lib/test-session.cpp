@@ -782,19 +782,21 @@ TEST_F(SessionTest, OnPushedAsksForAMarkerOnlyWhileTheItemIsOut) {
   EXPECT_EQ(Lane(session_->Stats(), 1).markers, 1u);
 }
 
-// The time from dispatch to start of items given to an idle lane is its
-// worker's wake-up, learned like service times; items queued behind others
-// are not samples.
-TEST_F(SessionTest, LearnsAnIdleLanesWakeUp) {
+// The time from dispatch to start of an item that woke the lane's sleeping
+// worker is a sample of its wake-up, learned like service times; the others
+// (queued behind an item, or taken by an awake worker) are not samples.
+TEST_F(SessionTest, LearnsTheWakeUpOfALanesWorker) {
   Make(RoundRobin(), 1);
-  const Dispatch a = *session_->TryDispatchItem(kNoTime);  // into an idle lane
-  const Dispatch b = *session_->TryDispatchItem(kNoTime);  // behind a
+  const Dispatch a = *session_->TryDispatchItem(kNoTime);
+  const Dispatch b = *session_->TryDispatchItem(kNoTime);
+  const Dispatch c = *session_->TryDispatchItem(kNoTime);
   clock_->Advance(30'000);
-  session_->MarkStarted(0, a.seq);
+  session_->MarkStarted(0, a.seq, /*woken=*/true);
   clock_->Advance(500'000);
-  session_->Arrive(0, a.seq, kNoTime, P("a"));
   session_->MarkStarted(0, b.seq);
-  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  clock_->Advance(500'000);
+  session_->MarkStarted(0, c.seq);
+  // Were b and c samples too, the median of 30, 530 and 1030 us would be 530.
   EXPECT_EQ(Lane(session_->Stats(), 0).wake_ns, 30'000);
 }
 
@@ -805,21 +807,31 @@ TEST_F(SessionTest, MarkStartedAfterPushIsOnPushedThenMarkStarted) {
   const Dispatch a = *session_->TryDispatchItem(kNoTime);
   const Dispatch b = *session_->TryDispatchItem(kNoTime);
   const Dispatch c = *session_->TryDispatchItem(kNoTime);
+  const Dispatch d = *session_->TryDispatchItem(kNoTime);
   session_->MarkStarted(0, a.seq);
   bool marker = false;
-  // a was not back when its push returned: a marker goes behind it.
+  // a came back inside its push: no marker, and b starts.
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
   EXPECT_TRUE(session_->MarkStartedAfterPush(0, a.seq, PushOutcome::kDelivered,
                                              b.seq, &marker));
-  EXPECT_TRUE(marker);
-  SessionStats s = session_->Stats();
-  EXPECT_EQ(Lane(s, 0).queued, 1u);
-  EXPECT_EQ(Lane(s, 0).markers, 1u);
-  // b came back inside its push: no marker. c, forgotten by a flush, is not
-  // started.
-  session_->Arrive(0, b.seq, kNoTime, P("b"));
-  session_->Reset();
+  EXPECT_FALSE(marker);
+  EXPECT_EQ(Lane(session_->Stats(), 0).queued, 2u);
+  // b was not back when its push returned: a marker goes behind it, and c
+  // does not start before it (a branch blocked on the marker is not blocked
+  // on c).
   EXPECT_FALSE(session_->MarkStartedAfterPush(0, b.seq, PushOutcome::kDelivered,
                                               c.seq, &marker));
+  EXPECT_TRUE(marker);
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).queued, 2u) << "c is still queued";
+  EXPECT_EQ(Lane(s, 0).markers, 1u);
+  EXPECT_TRUE(session_->MarkStarted(0, c.seq));
+  // An item forgotten by a flush is not started.
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  session_->Arrive(0, c.seq, kNoTime, P("c"));
+  session_->Reset();
+  EXPECT_FALSE(session_->MarkStartedAfterPush(0, c.seq, PushOutcome::kDelivered,
+                                              d.seq, &marker));
   EXPECT_FALSE(marker);
   EXPECT_EQ(Lane(session_->Stats(), 0).markers, 1u);
 }
