@@ -213,6 +213,17 @@ Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& loads,
     if (QueueHorizonReached(l.outstanding, l.service_ns))
       l.has_room = false;
   }
+  // An idle lane's wake-up counts against an awake lane only. When every
+  // lane is idle, each would have to be woken: they rotate as before, and a
+  // lane whose learned wake-up is a little longer (or stale) is not left out
+  // for good.
+  const bool any_awake = std::any_of(
+      view_.begin(), view_.end(),
+      [](const LaneLoad& l) { return l.eligible && l.outstanding > 0; });
+  if (!any_awake) {
+    for (LaneLoad& l : view_)
+      l.wake_ns = 0;
+  }
   const std::vector<LaneLoad>& lanes = view_;
   // Unknown lanes are scored with the fastest known time: optimistic, so a new
   // lane gets items and thereby a measurement.

@@ -251,6 +251,13 @@ TEST(Adaptive, AnAwakeLaneOfMicrosecondsTakesItemsBeforeASleepingOneIsWoken) {
   lanes[0].outstanding = 1;
   lanes[1].wake_ns = 0;
   EXPECT_EQ(s.Choose(lanes, 0).lane, 1u);
+  // When every lane is idle, each must be woken: the wake-ups do not count,
+  // and equal lanes rotate (a longer or stale wake-up leaves no lane out).
+  lanes[0].outstanding = 0;
+  lanes[0].head_started_ns = -1;
+  lanes[0].wake_ns = 1 * kUs;
+  lanes[1].wake_ns = 50 * kUs;
+  EXPECT_EQ(PickIdle(s, lanes, 4), (std::vector<uint32_t>{0, 1, 0, 1}));
 }
 
 TEST(Adaptive, PicksEarliestCompletion) {
