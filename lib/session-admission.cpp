@@ -286,16 +286,13 @@ bool Session::MarkStarted(uint32_t lane, uint64_t seq, bool woken) {
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
     return false;
-  bool notify = false;
-  const bool tracked = MarkStartedUnlocked(*l, seq, woken, &notify);
-  lock.unlock();
-  if (notify)
-    admit_cv_.notify_all();
+  defer_admit_notify_ = true;
+  const bool tracked = MarkStartedUnlocked(*l, seq, woken);
+  UnlockAndNotifyAdmit(lock);
   return tracked;
 }
 
-bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool woken,
-                                  bool *notify) {
+bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool woken) {
   // `queued` mirrors the lane worker's queue, which this item just left, even
   // when the session has already given up on the item (stall, flush).
   if (l.queued > 0)
@@ -309,7 +306,7 @@ bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool woken,
     l.in_push = true;
     l.pushing_seq = seq;
   }
-  *notify = ClaimAdmitNotifyUnlocked();
+  NotifyAdmitUnlocked();
   return tracked;
 }
 
@@ -328,16 +325,12 @@ bool Session::MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
     *marker = false;
     return false;
   }
+  defer_admit_notify_ = true;
   *marker = OnPushedUnlocked(*l, pushed_seq, outcome);
   // The marker goes into the branch before the next item starts: a branch
   // that blocks on it must not count as blocked on that item.
-  if (*marker)
-    return false;
-  bool notify = false;
-  const bool tracked = MarkStartedUnlocked(*l, seq, false, &notify);
-  lock.unlock();
-  if (notify)
-    admit_cv_.notify_all();
+  const bool tracked = !*marker && MarkStartedUnlocked(*l, seq, false);
+  UnlockAndNotifyAdmit(lock);
   return tracked;
 }
 

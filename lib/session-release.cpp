@@ -37,14 +37,9 @@ void Session::StartBatch(ReadyBatch *batch) {
 void Session::TakeReadyAndUnlock(std::unique_lock<Mutex>& lock,
                                  ReadyBatch *batch) {
   TakeReadyUnlocked(batch);
-  defer_admit_notify_ = false;
-  const bool notify = admit_notify_deferred_;
-  admit_notify_deferred_ = false;
   std::vector<uint32_t> stalled;
   stalled.swap(stalls_to_announce_);
-  lock.unlock();
-  if (notify)
-    admit_cv_.notify_all();
+  UnlockAndNotifyAdmit(lock);
   if (!stalled.empty())
     AnnounceStalls(std::move(stalled));
 }

@@ -285,6 +285,15 @@ void Session::NotifyAdmitUnlocked() {
     admit_cv_.notify_all();
 }
 
+void Session::UnlockAndNotifyAdmit(std::unique_lock<Mutex>& lock) {
+  defer_admit_notify_ = false;
+  const bool notify = admit_notify_deferred_;
+  admit_notify_deferred_ = false;
+  lock.unlock();
+  if (notify)
+    admit_cv_.notify_all();
+}
+
 void Session::NotifyOutputUnlocked() {
   if (output_waiters_ > 0 && !output_notified_) {
     output_notified_ = true;

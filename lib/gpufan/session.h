@@ -355,6 +355,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // TakeReadyUnlocked, then unlocks and sends the admission notification
   // that defer_admit_notify_ held back.
   void TakeReadyAndUnlock(std::unique_lock<Mutex>& lock, ReadyBatch *batch);
+  // Ends what defer_admit_notify_ began: unlocks, then sends the admission
+  // notification it held back.
+  void UnlockAndNotifyAdmit(std::unique_lock<Mutex>& lock);
   // Empties a caller's batch for reuse, keeping its storage; the payloads
   // left in it are destroyed here, before the caller locks.
   static void StartBatch(ReadyBatch *batch);
@@ -382,9 +385,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void UpdateAccountedUnlocked(int64_t now_ns);
   uint32_t EffectiveMaxInFlightUnlocked() const;
   bool OnPushedUnlocked(Lane& lane, uint64_t seq, PushOutcome outcome);
-  // Returns whether the item is tracked; *notify: admit_cv_ is to be
-  // notified after unlocking.
-  bool MarkStartedUnlocked(Lane& lane, uint64_t seq, bool woken, bool *notify);
+  // Returns whether the item is tracked.
+  bool MarkStartedUnlocked(Lane& lane, uint64_t seq, bool woken);
   // Items @lane's queue holds (Scheduler::LaneQueueLimit).
   uint32_t LaneQueueLimitUnlocked(const Lane& lane) const;
   void UpdateSpreadAllowanceUnlocked();
