@@ -387,14 +387,15 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    *
    * Buffers dispatched and not yet output by gpufanin (or pushed, without a
    * fan-in): bounds the reorder window and the memory in use. 0 chooses the
-   * sum of each lane's queue-limit + 2 (lanes × (queue-size + 2) for lanes
-   * of milliseconds); with `adaptive`, up to twice that when the lanes'
-   * speeds differ (room for the fast lanes while a slow one works).
+   * sum of each lane's deepest queue-limit so far + 2 (lanes × (queue-size +
+   * 2) for lanes of milliseconds); with `adaptive`, up to twice that when the
+   * lanes' speeds differ (room for the fast lanes while a slow one works).
    */
   g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint ("max-in-flight", "Max in flight",
           "Buffers dispatched but not yet output in order (0 = automatic: "
-          "each lane's queue-limit + 2, up to twice that with adaptive)",
+          "each lane's deepest queue-limit + 2, up to twice that with "
+          "adaptive)",
           0, 65536, DEFAULT_MAX_IN_FLIGHT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
