@@ -150,6 +150,77 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
   return GST_FLOW_OK;
 }
 
+/* Chunk mode: @position in @from as a position in @to, through its running
+ * time (rate 1.0 only; FALSE otherwise). Signed: a DTS may lie before the
+ * segment's start. */
+static gboolean
+translate_position (const GstSegment * from, const GstSegment * to,
+    GstClockTime * position)
+{
+  if (!GST_CLOCK_TIME_IS_VALID (*position))
+    return TRUE;
+  const gint64 running = (gint64)*position
+      - (gint64)(from->start + from->offset) + (gint64)from->base;
+  const gint64 moved
+      = running - (gint64)to->base + (gint64)(to->start + to->offset);
+  if (moved < 0)
+    return FALSE;
+  *position = (GstClockTime)moved;
+  return TRUE;
+}
+
+/* Chunk mode: an element that restarts after the flush between chunks may
+ * also restart its timestamps (GstVideoEncoder rebases each new stream onto
+ * its minimum PTS, with a segment to match). A buffer of a chunk whose
+ * segment differs from downstream's only by where it starts is moved into
+ * downstream's segment, keeping its running time, and that segment is not
+ * sent: downstream sees one segment and timestamps that never go back. */
+static void
+retime_chunk_item (GstGpuFanInPrivate * priv, FanInItem * item)
+{
+  if (!item->segment || !priv->out_segment_valid || !GST_IS_BUFFER (item->obj)
+      || priv->out_segment_events.Has (item->segment))
+    return;
+  const GstSegment * segment;
+  gst_event_parse_segment (item->segment, &segment);
+  const GstSegment * out = &priv->out_segment;
+  if (gst_segment_is_equal (segment, out) || segment->format != GST_FORMAT_TIME
+      || out->format != GST_FORMAT_TIME || segment->rate != 1.0
+      || out->rate != 1.0 || segment->applied_rate != out->applied_rate)
+    return;
+  GstBuffer * buffer = GST_BUFFER_CAST (item->obj);
+  GstClockTime pts = GST_BUFFER_PTS (buffer), dts = GST_BUFFER_DTS (buffer);
+  if (!translate_position (segment, out, &pts)
+      || !translate_position (segment, out, &dts))
+    return; /* before downstream's segment: the segment goes as it is */
+  buffer = gst_buffer_make_writable (buffer);
+  GST_BUFFER_PTS (buffer) = pts;
+  GST_BUFFER_DTS (buffer) = dts;
+  item->obj = GST_MINI_OBJECT_CAST (buffer);
+  item->segment = nullptr;
+}
+
+/* A released item: one buffer or event, or a chunk's output, in the order
+ * its lane made it. *@failed: the item whose push failed. */
+static GstFlowReturn
+push_released (GstGpuFanIn * self, FanInItem * item, guint64 session_id,
+    FanInItem ** failed)
+{
+  *failed = item;
+  if (G_LIKELY (!item->chunk))
+    return push_item (self, item, session_id);
+  for (gpufan::PayloadPtr & part : *item->chunk) {
+    auto * sub = static_cast<FanInItem *> (part.get ());
+    retime_chunk_item (self->priv, sub);
+    GstFlowReturn ret = push_item (self, sub, session_id);
+    if (ret != GST_FLOW_OK) {
+      *failed = sub;
+      return ret;
+    }
+  }
+  return GST_FLOW_OK;
+}
+
 /* The output batch taken from the window has gone downstream (or been
  * dropped): wakes serialized queries waiting for it (wait_lane_released).
  * Called with output_lock held: batches_started moves only in this thread.
@@ -220,8 +291,10 @@ output_batch_locked (GstGpuFanIn * self,
   for (gpufan::Released & released : batch.items) {
     if (!released.payload)
       continue; /* dropped or given up: counted by the session */
-    auto * item = static_cast<FanInItem *> (released.payload.get ());
-    GstFlowReturn ret = push_item (self, item, session->id ());
+    FanInItem * item = nullptr;
+    GstFlowReturn ret = push_released (self,
+        static_cast<FanInItem *> (released.payload.get ()), session->id (),
+        &item);
     if (ret == GST_FLOW_OK)
       continue;
 

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpufan/mutex.h"
 #include "gpufan/session.h"
@@ -114,6 +115,9 @@ struct FanInItem : public gpufan::Payload {
   bool has_caps_epoch = false;
   /* attachments (positioned events) only fill in missing sticky events */
   bool is_attachment = false;
+  /* Chunk mode: the chunk's output, in the order its lane made it (this
+   * item then has no obj of its own). */
+  std::unique_ptr<std::vector<gpufan::PayloadPtr>> chunk;
 
   void SetSticky (StickyPtr events)
   {
@@ -141,6 +145,11 @@ struct PadState {
   bool eos = false;
   bool flushing = false;
   StickyPtr sticky; /* null until the first sticky event */
+  /* Chunk mode: the chunk whose output the lane is returning (between its
+   * chunk-start event and its drain EOS), collected here. */
+  std::unique_ptr<FanInItem> chunk;
+  guint64 chunk_seq = 0;
+  guint32 chunk_caps_epoch = 0; /* of the chunk's input */
 
   void ClearSticky () { sticky.reset (); }
 };

@@ -85,6 +85,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
   std::shared_ptr<gpufan::Session> session;
   guint lane = 0;
   FanInItem * item = nullptr;
+  std::optional<guint64> chunk_seq;
   for (bool asked = false;; asked = true) {
     {
       std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -102,6 +103,15 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
         session = it->second.session;
         lane = it->second.lane;
         item = new_item_unlocked (it->second, obj);
+        if (it->second.chunk) {
+          /* part of a chunk's output: it leaves with the chunk */
+          /* its input's caps epoch: lanes must agree on the caps of one
+           * input (gst_gpufan_in_push_sticky) */
+          item->caps_epoch = it->second.chunk_caps_epoch;
+          item->has_caps_epoch = true;
+          it->second.chunk->chunk->emplace_back (item);
+          chunk_seq = it->second.chunk_seq;
+        }
         break;
       }
     }
@@ -109,6 +119,11 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
     std::string conflict;
     if (!gst_gpufan_in_ensure_paired (self, pad, &conflict))
       return not_fed_by_fanout (self, pad, obj, conflict);
+  }
+  if (chunk_seq) {
+    /* the chunk is alive: its stall clock starts again */
+    session->NoteProgress (lane, *chunk_seq);
+    return priv->src_ret.load ();
   }
   ItemId id = identify_item (obj, session->id ());
   item->caps_epoch = id.caps_epoch;
@@ -173,6 +188,106 @@ handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   return TRUE;
 }
 
+/* The paired session of @pad, or null. */
+static std::shared_ptr<gpufan::Session>
+pad_session (GstGpuFanIn * self, GstPad * pad, guint * lane)
+{
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+  auto it = self->priv->pads.find (pad);
+  if (it == self->priv->pads.end () || !it->second.paired)
+    return nullptr;
+  *lane = it->second.lane;
+  return it->second.session;
+}
+
+/* Chunk mode: @event carries the item fields of our fan-out (the drain's EOS,
+ * the flush that resets the branch, the force-key-unit before a chunk):
+ * TRUE with the chunk's seq. */
+static gboolean
+is_chunk_event (GstGpuFanIn * self, GstPad * pad, GstEvent * event,
+    guint64 * seq)
+{
+  guint64 session_id = 0;
+  if (!gst_gpufan_event_get_item (event, &session_id, seq))
+    return FALSE;
+  guint lane = 0;
+  std::shared_ptr<gpufan::Session> session = pad_session (self, pad, &lane);
+  return session && session->id () == session_id;
+}
+
+/* The chunk open on @pad ended (its drain's EOS came, or the next chunk
+ * began): its output goes into the window as one item. Without an open
+ * chunk (its start event was lost), an empty one settles @seq. */
+static void
+end_chunk (GstGpuFanIn * self, GstPad * pad, std::optional<guint64> seq)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  std::unique_ptr<FanInItem> chunk;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    auto it = priv->pads.find (pad);
+    if (it == priv->pads.end () || !it->second.paired || priv->flushing
+        || it->second.flushing)
+      return;
+    session = it->second.session;
+    lane = it->second.lane;
+    chunk = std::move (it->second.chunk);
+    if (chunk && !seq)
+      seq = it->second.chunk_seq;
+  }
+  if (!seq)
+    return;
+  if (!chunk) {
+    chunk.reset (new FanInItem ());
+    chunk->lane = lane;
+    chunk->chunk.reset (new std::vector<gpufan::PayloadPtr> ());
+  }
+  GST_LOG_OBJECT (pad, "chunk %" G_GUINT64_FORMAT ": %zu outputs", *seq,
+      chunk->chunk->size ());
+  gpufan::Arrival arrival = gst_gpufan_in_output_from_lane (self, session,
+      PendingArrival{ lane, *seq, gpufan::kNoTime,
+          gpufan::PayloadPtr (chunk.release ()) });
+  if (arrival.status == gpufan::ArrivalStatus::kLate)
+    GST_DEBUG_OBJECT (pad,
+        "chunk %" G_GUINT64_FORMAT " came after it was given up: dropped",
+        *seq);
+}
+
+/* A chunk-start event of our fan-out: what the lane returns from now on is
+ * chunk @seq's output. Consumed (TRUE); FALSE for anything else. */
+static gboolean
+handle_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
+{
+  guint64 session_id = 0, seq = 0;
+  guint chunk_lane = 0;
+  guint32 caps_epoch = 0;
+  if (!gst_gpufan_chunk_start_parse (event, &session_id, &chunk_lane, &seq,
+          &caps_epoch))
+    return FALSE;
+  if (!gst_gpufan_in_ensure_paired (self, pad))
+    return FALSE;
+  guint lane = 0;
+  std::shared_ptr<gpufan::Session> session = pad_session (self, pad, &lane);
+  if (!session || session->id () != session_id)
+    return FALSE;
+  gst_event_unref (event);
+  /* the previous chunk's drain did not come through: it ended here */
+  end_chunk (self, pad, std::nullopt);
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+  auto it = self->priv->pads.find (pad);
+  if (it != self->priv->pads.end ()) {
+    auto * chunk = new FanInItem ();
+    chunk->lane = lane;
+    chunk->chunk.reset (new std::vector<gpufan::PayloadPtr> ());
+    it->second.chunk.reset (chunk);
+    it->second.chunk_seq = seq;
+    it->second.chunk_caps_epoch = caps_epoch;
+  }
+  return TRUE;
+}
+
 static GstFlowReturn
 gst_gpufan_in_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
 {
@@ -186,14 +301,34 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   GstGpuFanIn * self = GST_GPUFAN_IN (parent);
   GstGpuFanInPrivate * priv = self->priv;
 
+  guint64 chunk_seq = 0;
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START:
+    case GST_EVENT_FLUSH_STOP:
+    case GST_EVENT_EOS:
+    case GST_EVENT_CUSTOM_DOWNSTREAM:
+      if (!is_chunk_event (self, pad, event, &chunk_seq))
+        break;
+      /* chunk mode: the drain's EOS ends the chunk; the flush that resets
+       * the branch and the force-key-unit before a chunk stay inside */
+      if (GST_EVENT_TYPE (event) == GST_EVENT_EOS)
+        end_chunk (self, pad, chunk_seq);
+      gst_event_unref (event);
+      return TRUE;
+    default:
+      break;
+  }
+
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_FLUSH_START: {
       bool first;
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
-        if (it != priv->pads.end ())
+        if (it != priv->pads.end ()) {
           it->second.flushing = true;
+          it->second.chunk.reset ();
+        }
         first = !priv->flushing;
         priv->flushing = true;
         gst_gpufan_in_wake_output_unlocked (self);
@@ -235,6 +370,19 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return res;
     }
     case GST_EVENT_EOS: {
+      /* a chunk still open ends here (its drain's EOS was made anew, without
+       * our fields): the fan-out's own EOS comes after every drain */
+      bool open_chunk;
+      {
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
+        auto it = priv->pads.find (pad);
+        open_chunk = it != priv->pads.end () && it->second.chunk;
+      }
+      if (open_chunk) {
+        end_chunk (self, pad, std::nullopt);
+        gst_event_unref (event);
+        return TRUE;
+      }
       std::shared_ptr<gpufan::Session> session;
       guint lane = 0;
       {
@@ -290,6 +438,10 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
           == GST_FLOW_OK;
     case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
       if (handle_marker (self, pad, event))
+        return TRUE;
+      break;
+    case GST_EVENT_CUSTOM_DOWNSTREAM:
+      if (handle_chunk_start (self, pad, event))
         return TRUE;
       break;
     default:

@@ -12,28 +12,23 @@
 
 using namespace fanout;
 
-static GstFlowReturn
-dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
-    gint64 pts)
+GstFlowReturn
+fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
+    LanePtr * lane)
 {
   GstGpuFanOutPrivate * priv = self->priv;
 
   GstFlowReturn ret = combine_lane_results (self);
-  if (ret != GST_FLOW_OK) {
-    gst_mini_object_unref (obj);
+  if (ret != GST_FLOW_OK)
     return ret;
-  }
 
   probe_lanes (self);
 
   for (;;) {
-    gpufan::Dispatch d = priv->session->DispatchItem (pts);
-    if (d.status == gpufan::DispatchStatus::kFlushing) {
-      gst_mini_object_unref (obj);
+    *d = priv->session->DispatchItem (pts);
+    if (d->status == gpufan::DispatchStatus::kFlushing)
       return GST_FLOW_FLUSHING;
-    }
-    if (d.status == gpufan::DispatchStatus::kNoLanes) {
-      gst_mini_object_unref (obj);
+    if (d->status == gpufan::DispatchStatus::kNoLanes) {
       ret = combine_lane_results (self);
       if (ret != GST_FLOW_OK)
         return ret;
@@ -48,11 +43,29 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
       return any_lane_inactive (self) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_LINKED;
     }
 
-    if (d.lanes_joining)
+    if (d->lanes_joining)
       reprobe_joining_lanes (self);
-    LanePtr lane = find_lane (self, d.lane);
-    if (!lane)
-      continue; /* released meanwhile; RemoveLane dropped it */
+    *lane = find_lane (self, d->lane);
+    if (*lane)
+      return GST_FLOW_OK;
+    /* released meanwhile; RemoveLane dropped the item */
+  }
+}
+
+static GstFlowReturn
+dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
+    gint64 pts)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+
+  for (;;) {
+    gpufan::Dispatch d;
+    LanePtr lane;
+    GstFlowReturn ret = dispatch_to_lane (self, pts, &d, &lane);
+    if (ret != GST_FLOW_OK) {
+      gst_mini_object_unref (obj);
+      return ret;
+    }
 
     /* the lane's worker tags it (tag_item): upstream's thread is the one
      * every item passes */
@@ -82,6 +95,11 @@ static GstFlowReturn
 gst_gpufan_out_chain (GstPad *, GstObject * parent, GstBuffer * buffer)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  if (chunk_mode_on (self))
+    return chunk_dispatch (self, GST_MINI_OBJECT_CAST (buffer));
+  /* chunk mode was turned off while playing: its last chunk drains */
+  if (G_UNLIKELY (self->priv->chunk.lane))
+    chunk_close (self);
   gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
       ? (gint64)GST_BUFFER_PTS (buffer)
       : gpufan::kNoTime;
@@ -132,6 +150,8 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return res;
     }
     case GST_EVENT_FLUSH_STOP: {
+      /* serialized: no buffer flows now */
+      chunk_forget (self);
       priv->session->Reset ();
       std::vector<LanePtr> lanes = snapshot_lanes (self);
       for (const LanePtr & lane : lanes)
@@ -148,12 +168,17 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_GAP: {
       /* a GAP stands for data: it is scheduled on one lane like a buffer */
       GstClockTime ts;
+      if (chunk_mode_on (self))
+        return chunk_dispatch (self, GST_MINI_OBJECT_CAST (event))
+            == GST_FLOW_OK;
       gst_event_parse_gap (event, &ts, nullptr);
       gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
       return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts)
           == GST_FLOW_OK;
     }
     case GST_EVENT_CAPS: {
+      /* a chunk is one stream for its branch: new caps end it */
+      chunk_close (self);
       priv->caps_epoch++;
       GstCaps * caps;
       gst_event_parse_caps (event, &caps);
@@ -164,7 +189,12 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       for (const LanePtr & lane : snapshot_lanes (self))
         request_probe (self, lane);
       break;
+    case GST_EVENT_SEGMENT:
+      chunk_close (self);
+      break;
     case GST_EVENT_EOS:
+      /* its lane drains the last chunk before the EOS */
+      chunk_close (self);
       /* the fan-in need not wait forever for a lane's own EOS (a branch
        * may swallow it) once every item is accounted for */
       priv->session->EndInput ();

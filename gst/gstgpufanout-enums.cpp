@@ -70,3 +70,27 @@ gst_gpufan_staging_get_type (void)
   }
   return type;
 }
+
+GType
+gst_gpufan_chunk_mode_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_GPUFAN_CHUNK_FRAME,
+        "Each buffer on its own, to any lane (stateless branches)", "frame" },
+    { GST_GPUFAN_CHUNK_FRAMES,
+        "Runs of chunk-frames buffers, each drained whole in one lane "
+        "(encoders on raw video)",
+        "frames" },
+    { GST_GPUFAN_CHUNK_KEYFRAMES,
+        "Runs cut at keyframes, of at least chunk-frames buffers, each "
+        "drained whole in one lane (decoders, transcoders)",
+        "keyframes" },
+    { 0, nullptr, nullptr },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstGpuFanChunkMode", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}

@@ -160,9 +160,9 @@ fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
 
 /* Records the result of a push that began at @link_generation; a fatal
  * one is reported once, naming the lane and its device. */
-static void
-lane_set_result (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret,
-    guint link_generation)
+void
+fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
+    GstFlowReturn ret, guint link_generation)
 {
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
@@ -334,7 +334,7 @@ lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
 
 /* The push of @seq returned: the Session learns it with the next item's
  * start (start_item) or at the latest in the worker's next iteration
- * (report_push). */
+ * (lane_report_push). */
 static void
 note_push (const LanePtr & lane, guint64 seq, gpufan::PushOutcome outcome)
 {
@@ -345,8 +345,8 @@ note_push (const LanePtr & lane, guint64 seq, gpufan::PushOutcome outcome)
 
 /* Tells the Session how the last push ended; a marker follows the pushed
  * item when the Session asks for one. */
-static void
-report_push (GstGpuFanOut * self, const LanePtr & lane)
+void
+fanout::lane_report_push (GstGpuFanOut * self, const LanePtr & lane)
 {
   if (!lane->unreported_push.pending)
     return;
@@ -381,11 +381,11 @@ start_item (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & item)
  * GstGpuFanMeta (seq, lane, caps epoch; an outer fan-out's meta, of nested
  * pairs, stays), a GAP event the item fields. Done here rather than in the
  * chain function: upstream's thread is the one every item passes. */
-static void
-tag_item (GstGpuFanOut * self, const LanePtr & lane, QueuedItem & item)
+void
+fanout::tag_item (GstGpuFanOut * self, const LanePtr & lane, QueuedItem & item)
 {
   const guint64 session_id = self->priv->session->id ();
-  if (item.kind == ItemKind::kBuffer) {
+  if (GST_IS_BUFFER (item.obj)) {
     GstBuffer * buffer
         = gst_buffer_make_writable (GST_BUFFER_CAST (item.Steal ()));
     gst_buffer_remove_gpufan_meta (buffer, session_id);
@@ -456,9 +456,10 @@ lane_loop (gpointer user_data)
      * takes the report along (start_item) */
     if (lane->unreported_push.pending
         && (lane->queue.empty () || lane->state != LaneState::kRunning
-            || lane->queue.front ().kind == ItemKind::kEvent)) {
+            || (lane->queue.front ().kind != ItemKind::kBuffer
+                && lane->queue.front ().kind != ItemKind::kScheduledEvent))) {
       lk.unlock ();
-      report_push (self, lane);
+      lane_report_push (self, lane);
       lk.lock ();
     }
     /* the previous item is done: a drain may be waiting for that */
@@ -482,6 +483,9 @@ lane_loop (gpointer user_data)
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
     lane->busy = true;
+    /* chunk mode: the chain function waits for room (chunk_enqueue) */
+    if (lane->producer_waiting)
+      lane->cond.notify_all ();
     result = lane->result;
     link_generation = lane->link_generation;
   }
@@ -504,6 +508,10 @@ lane_loop (gpointer user_data)
     case ItemKind::kScheduledEvent:
     case ItemKind::kBuffer:
       push_scheduled_item (self, lane, item, result, link_generation);
+      break;
+    case ItemKind::kChunkBuffer:
+    case ItemKind::kChunkEnd:
+      chunk_push_item (self, lane, item, result, link_generation);
       break;
   }
   /* busy until the next call takes the lane lock anyway (one lock per

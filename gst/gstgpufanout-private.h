@@ -7,6 +7,7 @@
  *   gstgpufanout-pairing.cpp     the probe that lets a gpufanin claim lanes
  *   gstgpufanout-placement.cpp   which device a lane runs on; staging copies
  *   gstgpufanout-allocation.cpp  the ALLOCATION answer over all lanes
+ *   gstgpufanout-chunk.cpp       chunk mode: runs of frames to one lane, drained
  *   gstgpufanout-stats.cpp       statistics messages (interval, final)
  *   gstgpufanout-enums.cpp       the policy and staging enums */
 #pragma once
@@ -63,6 +64,8 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 #define DEFAULT_PAD_DEVICE -1
 #define DEFAULT_HOST_POOL_SIZE GST_GPUFAN_DEFAULT_HOST_POOL_MIB
 #define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
+#define DEFAULT_CHUNK GST_GPUFAN_CHUNK_FRAME
+#define DEFAULT_CHUNK_FRAMES 30
 /* A lane's worker-thread field until it is placed on a device whose CPUs
  * are known (then its task pool's binding) */
 #define DEFAULT_WORKER_THREAD "default task pool (device CPUs unknown)"
@@ -79,6 +82,16 @@ typedef enum {
 #define GST_TYPE_GPUFAN_STAGING (gst_gpufan_staging_get_type ())
 GType gst_gpufan_staging_get_type (void);
 
+/* What goes to one lane at a time (the chunk property). */
+typedef enum {
+  GST_GPUFAN_CHUNK_FRAME,     /* each buffer on its own (stateless branches) */
+  GST_GPUFAN_CHUNK_FRAMES,    /* runs of chunk-frames buffers */
+  GST_GPUFAN_CHUNK_KEYFRAMES, /* runs cut at keyframes, >= chunk-frames */
+} GstGpuFanChunkMode;
+
+#define GST_TYPE_GPUFAN_CHUNK_MODE (gst_gpufan_chunk_mode_get_type ())
+GType gst_gpufan_chunk_mode_get_type (void);
+
 namespace fanout {
 gpufan::Policy policy_from_enum (gint value);
 gint policy_to_enum (gpufan::Policy policy);
@@ -89,6 +102,10 @@ enum class ItemKind {
   kBuffer,         /* a scheduled buffer (has a seq) */
   kScheduledEvent, /* a GAP event, scheduled like a buffer (has a seq) */
   kEvent,          /* a serialized event every lane gets (no seq) */
+  /* chunk mode (gstgpufanout-chunk.cpp): a buffer (or GAP) of chunk `seq`,
+   * and the chunk's end, where the worker drains the branch */
+  kChunkBuffer,
+  kChunkEnd,
 };
 
 /* Where a lane is in its life. Only kRunning takes items. */
@@ -111,6 +128,9 @@ struct QueuedItem {
   /* it went into the empty queue of a worker asleep waiting for items: its
    * start measures the worker's wake-up (Session::MarkStarted) */
   bool woke_worker = false;
+  /* kChunkBuffer: the chunk's first; kChunkEnd: how many buffers it had */
+  bool chunk_first = false;
+  guint chunk_frames = 0;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -120,7 +140,8 @@ struct QueuedItem {
   QueuedItem (QueuedItem && other) noexcept
       : obj (other.obj), seq (other.seq), kind (other.kind),
         awaited (other.awaited), caps_epoch (other.caps_epoch),
-        woke_worker (other.woke_worker)
+        woke_worker (other.woke_worker), chunk_first (other.chunk_first),
+        chunk_frames (other.chunk_frames)
   {
     other.obj = nullptr;
   }
@@ -135,6 +156,8 @@ struct QueuedItem {
       awaited = other.awaited;
       caps_epoch = other.caps_epoch;
       woke_worker = other.woke_worker;
+      chunk_first = other.chunk_first;
+      chunk_frames = other.chunk_frames;
     }
     return *this;
   }
@@ -181,6 +204,8 @@ struct Lane {
    * costs a futex call). */
   bool worker_waiting = false;
   guint drain_waiters = 0;
+  /* chunk mode: the chain function waits for room in the queue */
+  bool producer_waiting = false;
   /* The Session stalled the lane (see lane_note_stalled): its worker sends
    * a marker every stall-timeout while idle, and a drain does not wait for
    * it. Cleared when the Session no longer says so. */
@@ -203,6 +228,16 @@ struct Lane {
     guint64 seq = 0;
     gpufan::PushOutcome outcome = gpufan::PushOutcome::kDelivered;
   } unreported_push;
+
+  /* The worker's own (no lock), chunk mode: the chunk it is pushing, whether
+   * the Session still tracks it (else its buffers are dropped unpushed), and
+   * how its pushes went. */
+  struct {
+    guint64 seq = 0;
+    bool started = false;
+    bool delivered = false; /* some push returned OK */
+    bool failed = false;    /* a push returned a fatal error */
+  } chunk;
 
   /* Whether the pad is linked. Atomic, not under `lock`: the unlink
    * function runs with pad locks held, and starting a task takes a pad lock
@@ -262,6 +297,9 @@ struct GstGpuFanOutPrivate {
   guint require_codecs = DEFAULT_REQUIRE_CODECS;
   guint host_pool_mib = DEFAULT_HOST_POOL_SIZE;
   GstGpuFanStaging staging = DEFAULT_STAGING;
+  /* chunk mode; set in NULL or READY only (GST_PARAM_MUTABLE_READY) */
+  std::atomic<gint> chunk_mode{ DEFAULT_CHUNK };
+  std::atomic<guint> chunk_frames{ DEFAULT_CHUNK_FRAMES };
   /* the stream's caps are in system memory (no caps features but
    * memory:SystemMemory): only then is staging or a host pool of use */
   std::atomic<bool> host_memory_caps{ true };
@@ -284,6 +322,17 @@ struct GstGpuFanOutPrivate {
    * thread only). */
   std::atomic<bool> lane_results_changed{ true };
   GstFlowReturn combined_result = GST_FLOW_NOT_LINKED;
+
+  /* The chunk being filled (streaming thread only; reset by FLUSH_STOP and
+   * READY->PAUSED, when no buffer flows). */
+  struct {
+    fanout::LanePtr lane; /* null: no chunk open */
+    guint64 seq = 0;
+    guint frames = 0;
+    /* keyframes mode: the rest of a chunk whose lane stalled is dropped up
+     * to the next keyframe (nothing decodes without it) */
+    bool skip_to_keyframe = false;
+  } chunk;
 
   std::atomic<guint32> caps_epoch{ 0 };
   std::atomic<gint64> last_stats_post_ns{ 0 };
@@ -327,6 +376,8 @@ enum {
   PROP_REQUIRE_CODECS,
   PROP_HOST_POOL_SIZE,
   PROP_STAGING,
+  PROP_CHUNK,
+  PROP_CHUNK_FRAMES,
 };
 
 enum {
@@ -360,7 +411,32 @@ bool any_lane_inactive (GstGpuFanOut * self);
 gboolean wait_lanes_drained (GstGpuFanOut * self);
 gboolean drain_all_lanes (GstGpuFanOut * self, GstQuery * query);
 
+/* Records the result of a push that began at @link_generation (lane.cpp). */
+void lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
+    GstFlowReturn ret, guint link_generation);
+/* Gives a buffer our GstGpuFanMeta, an event the item fields (lane.cpp). */
+void tag_item (GstGpuFanOut * self, const LanePtr & lane, QueuedItem & item);
+/* Tells the Session how the worker's last frame push ended (lane.cpp). */
+void lane_report_push (GstGpuFanOut * self, const LanePtr & lane);
+
+/* Chunk mode (gstgpufanout-chunk.cpp) */
+bool chunk_mode_on (GstGpuFanOut * self);
+/* The chain function's part: @buffer (or a GAP event) into the open chunk,
+ * opening one where a chunk ends. */
+GstFlowReturn chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj);
+/* Ends the open chunk (a caps or segment change, EOS): its lane drains. */
+void chunk_close (GstGpuFanOut * self);
+/* Forgets the open chunk (a flush dropped it). */
+void chunk_forget (GstGpuFanOut * self);
+/* The worker's part: a kChunkBuffer or kChunkEnd item. */
+void chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
+    QueuedItem & item, GstFlowReturn result, guint link_generation);
+
 /* The sink pad: buffers and events into the lanes (gstgpufanout-dispatch.cpp) */
+/* Asks the Session for a lane (waiting for room): GST_FLOW_OK with *d and
+ * *lane, or why not (an element error is posted where one is due). */
+GstFlowReturn dispatch_to_lane (GstGpuFanOut * self, gint64 pts,
+    gpufan::Dispatch * d, LanePtr * lane);
 /* Sets the sink pad functions. */
 void install_sink_pad_functions (GstPad * pad);
 

@@ -165,6 +165,8 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   }
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    /* the pads are inactive: no buffer flows */
+    chunk_forget (self);
     priv->session->Reset ();
     for (const LanePtr & lane : snapshot_lanes (self)) {
       lane_reset_result (self, lane, true);
@@ -264,6 +266,12 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
     }
       unplace_all_lanes (self);
       break;
+    case PROP_CHUNK:
+      priv->chunk_mode = g_value_get_enum (value);
+      break;
+    case PROP_CHUNK_FRAMES:
+      priv->chunk_frames = g_value_get_uint (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -324,6 +332,12 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
       g_value_set_enum (value, priv->staging);
       break;
     }
+    case PROP_CHUNK:
+      g_value_set_enum (value, priv->chunk_mode.load ());
+      break;
+    case PROP_CHUNK_FRAMES:
+      g_value_set_uint (value, priv->chunk_frames.load ());
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -525,6 +539,47 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_READY)));
 
+  /**
+   * GstGpuFanOut:chunk:
+   *
+   * What goes to one lane at a time. `frame`: each buffer on its own
+   * (stateless branches: filters, scalers, inference). `frames`: runs of
+   * `chunk-frames` buffers; `keyframes`: runs cut where a keyframe comes
+   * (GST_BUFFER_FLAG_DELTA_UNIT clear) after at least `chunk-frames`
+   * buffers, for encoded input. A chunk goes whole to one lane, starts with
+   * a DISCONT buffer and a force-key-unit event (all headers), and its lane
+   * is drained at its end (an EOS that gpufanin hides, then a flush that
+   * resets the branch), so that stateful branches (encoders, decoders,
+   * trackers) see contiguous streams; gpufanin outputs each chunk's
+   * buffers, however many, in the order the lane made them, chunk after
+   * chunk. Each lane queues up to 2 x `chunk-frames` buffers. See
+   * docs/elements.md, "Chunk mode".
+   */
+  g_object_class_install_property (gobject_class, PROP_CHUNK,
+      g_param_spec_enum ("chunk", "Chunk mode",
+          "What goes to one lane at a time: each buffer (frame), runs of "
+          "chunk-frames buffers (frames), or runs cut at keyframes "
+          "(keyframes), each drained whole in its lane",
+          GST_TYPE_GPUFAN_CHUNK_MODE, DEFAULT_CHUNK,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:chunk-frames:
+   *
+   * Chunk mode: buffers per chunk (`frames`), or the fewest before a
+   * keyframe may cut one (`keyframes`). Longer chunks cost an encoder less
+   * (fewer keyframes) and add more latency: about a chunk's duration times
+   * the lanes.
+   */
+  g_object_class_install_property (gobject_class, PROP_CHUNK_FRAMES,
+      g_param_spec_uint ("chunk-frames", "Chunk frames",
+          "Chunk mode: buffers per chunk (frames), or the fewest before a "
+          "keyframe cuts one (keyframes)",
+          1, 100000, DEFAULT_CHUNK_FRAMES,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
   element_class->request_new_pad
       = GST_DEBUG_FUNCPTR (gst_gpufan_out_request_new_pad);
   element_class->release_pad = GST_DEBUG_FUNCPTR (gst_gpufan_out_release_pad);
@@ -544,6 +599,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_POLICY, (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CODECS, (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_STAGING, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CHUNK_MODE,
+      (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_OUT_PAD, (GstPluginAPIFlags)0);
 }
 

@@ -136,26 +136,65 @@ gst_gpufan_event_clear_item (GstEvent * event)
 /* --- markers --- */
 
 #define MARKER_NAME "GstGpuFanMarker"
+#define CHUNK_START_NAME "GstGpuFanChunk"
+
+/* A custom event naming an item of a lane: markers and chunk starts. */
+static GstEvent *
+lane_item_event_new (GstEventType type, const gchar * name, guint64 session_id,
+    guint lane, guint64 seq)
+{
+  return gst_event_new_custom (type,
+      gst_structure_new (name, "session", G_TYPE_UINT64, session_id, "lane",
+          G_TYPE_UINT, lane, "seq", G_TYPE_UINT64, seq, nullptr));
+}
+
+static gboolean
+lane_item_event_parse (GstEvent * event, GstEventType type, const gchar * name,
+    guint64 * session_id, guint * lane, guint64 * seq)
+{
+  if (GST_EVENT_TYPE (event) != type)
+    return FALSE;
+  const GstStructure * s = gst_event_get_structure (event);
+  return s && gst_structure_has_name (s, name)
+      && gst_structure_get_uint64 (s, "session", session_id)
+      && gst_structure_get_uint (s, "lane", lane)
+      && gst_structure_get_uint64 (s, "seq", seq);
+}
 
 GstEvent *
 gst_gpufan_marker_new (guint64 session_id, guint lane, guint64 seq)
 {
-  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM_STICKY,
-      gst_structure_new (MARKER_NAME, "session", G_TYPE_UINT64, session_id,
-          "lane", G_TYPE_UINT, lane, "seq", G_TYPE_UINT64, seq, nullptr));
+  return lane_item_event_new (GST_EVENT_CUSTOM_DOWNSTREAM_STICKY, MARKER_NAME,
+      session_id, lane, seq);
 }
 
 gboolean
 gst_gpufan_marker_parse (GstEvent * event, guint64 * session_id, guint * lane,
     guint64 * seq)
 {
-  if (GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM_STICKY)
-    return FALSE;
-  const GstStructure * s = gst_event_get_structure (event);
-  return s && gst_structure_has_name (s, MARKER_NAME)
-      && gst_structure_get_uint64 (s, "session", session_id)
-      && gst_structure_get_uint (s, "lane", lane)
-      && gst_structure_get_uint64 (s, "seq", seq);
+  return lane_item_event_parse (event, GST_EVENT_CUSTOM_DOWNSTREAM_STICKY,
+      MARKER_NAME, session_id, lane, seq);
+}
+
+GstEvent *
+gst_gpufan_chunk_start_new (guint64 session_id, guint lane, guint64 seq,
+    guint32 caps_epoch)
+{
+  GstEvent * event = lane_item_event_new (GST_EVENT_CUSTOM_DOWNSTREAM,
+      CHUNK_START_NAME, session_id, lane, seq);
+  gst_structure_set (gst_event_writable_structure (event), "caps-epoch",
+      G_TYPE_UINT, caps_epoch, nullptr);
+  return event;
+}
+
+gboolean
+gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
+    guint * lane, guint64 * seq, guint32 * caps_epoch)
+{
+  return lane_item_event_parse (event, GST_EVENT_CUSTOM_DOWNSTREAM,
+             CHUNK_START_NAME, session_id, lane, seq)
+      && gst_structure_get_uint (gst_event_get_structure (event), "caps-epoch",
+          caps_epoch);
 }
 
 /* --- pairing query --- */

@@ -71,6 +71,18 @@ GstEvent * gst_gpufan_marker_new (guint64 session_id, guint lane, guint64 seq);
 gboolean gst_gpufan_marker_parse (GstEvent * event, guint64 * session_id,
     guint * lane, guint64 * seq);
 
+/* Chunk start (custom downstream event, serialized): pushed by a lane worker
+ * in chunk mode before the first buffer of chunk @seq. What the lane returns
+ * after it, up to the chunk's drain (an EOS carrying the item fields of
+ * gst_gpufan_event_set_item), is the chunk's output; the fan-in consumes it.
+ * The FLUSH_START/FLUSH_STOP pair that resets the branch after the drain
+ * carries those fields too, and so does the force-key-unit event before the
+ * chunk's first buffer: the fan-in hides all three. */
+GstEvent * gst_gpufan_chunk_start_new (guint64 session_id, guint lane,
+    guint64 seq, guint32 caps_epoch);
+gboolean gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
+    guint * lane, guint64 * seq, guint32 * caps_epoch);
+
 /* Pairing query (custom, non-serialized, both directions):
  *  - downstream: gpufanout asks through lane @lane's branch "is a gpufanin at
  *    the end?"; the fan-in copies the session and answers claimed=TRUE.

@@ -182,6 +182,10 @@ int64_t ReorderWindow::head_since_ns() const {
   return slots_.front().since_ns;
 }
 
+void ReorderWindow::RestartHeadClock(int64_t now_ns) {
+  slots_.front().since_ns = std::max(slots_.front().since_ns, now_ns);
+}
+
 bool ReorderWindow::ExpireHead() {
   return !slots_.empty() && Expire(slots_.front().seq);
 }

@@ -147,7 +147,8 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
       item.started_ns != kNoTime ? item.started_ns : item.dispatched_ns,
       lane.last_completion_ns);
   const int64_t before = lane.service.EstimateNs();
-  lane.service.AddSample(now_ns - began);
+  lane.service.AddSample(static_cast<int64_t>(
+      static_cast<double>(now_ns - began) * item.work_scale));
   if (lane.service.EstimateNs() != before) {
     lane.queue_limit_peak =
         std::max(lane.queue_limit_peak, LaneQueueLimitUnlocked(lane));
@@ -156,6 +157,7 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
   lane.last_completion_ns = now_ns;
   if (!item.awaited)
     DecrementInFlightUnlocked();
+  NotifySettledUnlocked();
 }
 
 void Session::DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
@@ -169,6 +171,7 @@ void Session::DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
     window_.Drop(item.seq);
   else
     DecrementInFlightUnlocked();
+  NotifySettledUnlocked();
 }
 
 void Session::DecrementInFlightUnlocked() {

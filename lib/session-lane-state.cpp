@@ -187,6 +187,7 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
       l->expired.pop_front();
   }
   l->outstanding.erase(it);
+  NotifySettledUnlocked();
   return true;
 }
 

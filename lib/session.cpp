@@ -305,6 +305,7 @@ void Session::NotifyAllUnlocked() {
   generation_++;
   NotifyAdmitUnlocked();
   NotifyOutputUnlocked();
+  NotifySettledUnlocked();
 }
 
 }  // namespace gpufan

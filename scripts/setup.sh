@@ -32,6 +32,8 @@ packages=(
   gstreamer1.0-plugins-base         # videotestsrc, videoconvert, decodebin
   gstreamer1.0-plugins-good         # jpegenc/jpegdec, matroskamux/demux
   gstreamer1.0-plugins-bad          # gaussianblur (gaudieffects), for the demo
+  gstreamer1.0-plugins-ugly         # x264enc: encoders in chunk-mode lanes (tests, examples, bench)
+  gstreamer1.0-libav                # avdec_h264: decoders in lanes, checking encoded output
   libffmpeg-nvenc-dev               # ffnvcodec: CUDA driver API types (libcuda is loaded at run time)
   libhwloc-dev                      # NUMA topology, thread binding, node-bound memory
   libgtest-dev                      # GoogleTest

@@ -81,6 +81,9 @@ class GPUFAN_API ReorderWindow {
   // Gives up on a pending head (the lane stalled): marks it expired so that the
   // next PopSettled releases past it. Returns false if the head is not pending.
   bool ExpireHead();
+  // The head's item made progress (chunk mode: its lane took or returned part
+  // of it): its stall clock starts again at `now_ns`. Requires !empty().
+  void RestartHeadClock(int64_t now_ns);
 
   size_t occupancy() const { return slots_.size(); }
   // Slots of items that were in flight (opened at dispatch), not counting

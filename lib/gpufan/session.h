@@ -228,6 +228,22 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint64_t MarkEventPosition(uint32_t event_key);
   std::optional<uint64_t> EventPosition(uint32_t event_key) const;
 
+  // --- chunk mode: one item stands for a run of frames ---
+  // Item `seq` of `lane` made progress (its lane took a frame of it, or
+  // returned an output): if it heads the window, its stall clock starts
+  // again. A chunk is given up after stall-timeout without progress, not
+  // stall-timeout after it became the head.
+  void NoteProgress(uint32_t lane, uint64_t seq);
+  // The item stood for `units` units of work (frames) where `nominal` is
+  // the usual: its service time is learned as if it had been nominal, so
+  // that the policies weigh a long chunk as long.
+  void SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
+                    uint32_t nominal);
+  // Blocks until item `seq` of `lane` is settled (it came back, was proven
+  // dropped, given up or forgotten), the session flushes, or the lane is
+  // removed or ineligible (SetLaneEligible). True when it was settled.
+  bool WaitSettled(uint32_t lane, uint64_t seq);
+
   // --- fan-in side ---
   // An item came out of lane `lane`'s branch. With `seq` known (the meta
   // survived) it is matched directly; otherwise by `pts_ns` among the lane's
@@ -314,6 +330,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     int64_t dispatched_ns = 0;
     int64_t started_ns = kNoTime;
     bool awaited = false;
+    // Its service time counts this much (SetItemUnits).
+    double work_scale = 1.0;
   };
   struct Lane {
     Device device;
@@ -405,6 +423,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // notifies admit_cv_, after unlocking.
   bool ClaimAdmitNotifyUnlocked();
   void NotifyOutputUnlocked();
+  // An item may have been settled: wakes WaitSettled.
+  void NotifySettledUnlocked() {
+    if (settle_waiters_ > 0)
+      settle_cv_.notify_all();
+  }
   // When the pending head expires: stall-timeout after it became the head,
   // at once for a stalled lane's. Requires window_.HeadPending().
   int64_t HeadDueUnlocked() const;
@@ -429,6 +452,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void AnnounceStalls(std::vector<uint32_t> lanes);
   CondVar admit_cv_;   // fan-out waits for room
   CondVar output_cv_;  // fan-in waits for releasable items
+  CondVar settle_cv_;  // a lane worker waits for its item (WaitSettled)
+  uint32_t settle_waiters_ = 0;
   // Threads waiting on each, and whether they were notified since they last
   // woke (see NotifyAdmitUnlocked).
   uint32_t admit_waiters_ = 0;

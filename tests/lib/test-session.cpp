@@ -1011,3 +1011,75 @@ TEST_F(SessionTest, WhyNoLaneNamesAllZeroWeights) {
 
 }  // namespace
 }  // namespace gpufan
+
+namespace gpufan {
+namespace {
+
+// Chunk mode: a chunk is one item that takes long; each sign of progress
+// starts its stall clock again, so only a silent one is given up.
+TEST_F(SessionTest, ProgressRestartsTheStallClockOfTheHead) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  clock_->Advance(90 * kMs);
+  session_->NoteProgress(0, a.seq);
+  clock_->Advance(90 * kMs);
+  EXPECT_TRUE(Take().empty()) << "progress 90 ms ago: not due";
+  // Progress of another item, or on another lane, is not the head's.
+  session_->NoteProgress(1, a.seq);
+  session_->NoteProgress(0, a.seq + 1);
+  clock_->Advance(10 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+  EXPECT_EQ(Lane(session_->Stats(), 0).timed_out, 1u);
+}
+
+TEST_F(SessionTest, ItemUnitsScaleTheLearnedServiceTime) {
+  Make(RoundRobin(), 1);
+  // Chunks of 20 frames where 10 is nominal, 5 ms each: 2.5 ms per nominal
+  // chunk.
+  for (int i = 0; i < 8; ++i) {
+    const Dispatch d = Send(0);
+    session_->SetItemUnits(0, d.seq, 20, 10);
+    clock_->Advance(5 * kMs);
+    session_->Arrive(0, d.seq, kNoTime, P("c"));
+    session_->TakeReady();
+  }
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 2'500'000);
+}
+
+TEST_F(SessionTest, WaitSettledEndsWhenTheItemArrivesOrTheSessionFlushes) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);
+  std::future<bool> settled = std::async(
+      std::launch::async, [&] { return session_->WaitSettled(0, a.seq); });
+  EXPECT_EQ(settled.wait_for(std::chrono::milliseconds(50)),
+            std::future_status::timeout);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  EXPECT_TRUE(settled.get());
+  // Already settled: at once.
+  EXPECT_TRUE(session_->WaitSettled(0, a.seq));
+
+  const Dispatch b = Send(1);
+  std::future<bool> flushed = std::async(
+      std::launch::async, [&] { return session_->WaitSettled(1, b.seq); });
+  session_->SetFlushing(true);
+  EXPECT_FALSE(flushed.get());
+  session_->SetFlushing(false);
+
+  std::future<bool> ineligible = std::async(
+      std::launch::async, [&] { return session_->WaitSettled(1, b.seq); });
+  session_->SetLaneEligible(1, false);
+  EXPECT_FALSE(ineligible.get());
+}
+
+TEST_F(SessionTest, WaitSettledEndsWhenTheItemIsGivenUp) {
+  Make(RoundRobin(), 1);
+  const Dispatch a = Send(0);
+  std::future<bool> settled = std::async(
+      std::launch::async, [&] { return session_->WaitSettled(0, a.seq); });
+  clock_->Advance(100 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+  EXPECT_TRUE(settled.get());
+}
+
+}  // namespace
+}  // namespace gpufan

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Chunk mode (chunk=frames|keyframes): a run of buffers goes whole to one
+ * lane, so that stateful branches (encoders, decoders, trackers) see a
+ * contiguous stream. The Session sees a chunk as one item: one seq, one
+ * lane, one slot in the window.
+ *
+ * The chain function opens a chunk (DispatchItem picks its lane), queues its
+ * buffers on that lane (up to 2 x chunk-frames, so that upstream can fill the
+ * next lane's chunk while this one works) and closes it at the next cut, a
+ * caps or segment change, or EOS.
+ *
+ * The lane's worker makes each chunk self-contained:
+ *   - before its first buffer: a chunk-start event (the fan-in collects what
+ *     follows as the chunk's output) and a force-key-unit event
+ *     (all-headers), and the buffer is DISCONT;
+ *   - at its end, the drain: an EOS, which every element answers by
+ *     finishing its work (an encoder's lookahead and reordered B-frames, a
+ *     decoder's delayed pictures); the fan-in takes it as the chunk's end and
+ *     does not pass it on. Once the Session has the chunk (or gave it up),
+ *     a FLUSH_START/FLUSH_STOP pair resets the branch for the next chunk
+ *     (the EOS left its elements refusing data) and the segment goes again.
+ *     The three events carry the chunk's item fields; gpufanin hides them.
+ * A lane that no gpufanin claimed is not drained: a sink in its branch would
+ * take the EOS for the stream's end. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout-private.h"
+
+#include <gst/video/video.h>
+
+#include <algorithm>
+
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+using namespace fanout;
+
+static bool
+flow_is_fatal_result (GstFlowReturn ret)
+{
+  return ret < GST_FLOW_EOS;
+}
+
+bool
+fanout::chunk_mode_on (GstGpuFanOut * self)
+{
+  return self->priv->chunk_mode.load (std::memory_order_relaxed)
+      != GST_GPUFAN_CHUNK_FRAME;
+}
+
+void
+fanout::chunk_close (GstGpuFanOut * self)
+{
+  auto & chunk = self->priv->chunk;
+  if (!chunk.lane)
+    return;
+  QueuedItem end (nullptr, chunk.seq, ItemKind::kChunkEnd);
+  end.chunk_frames = chunk.frames;
+  GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " ends after %u buffers",
+      chunk.seq, chunk.frames);
+  /* a lane that stopped meanwhile has nothing to drain: a flush or its
+   * removal settled the chunk */
+  lane_enqueue (chunk.lane, std::move (end));
+  chunk.lane = nullptr;
+}
+
+void
+fanout::chunk_forget (GstGpuFanOut * self)
+{
+  auto & chunk = self->priv->chunk;
+  chunk.lane = nullptr;
+  chunk.frames = 0;
+  chunk.skip_to_keyframe = false;
+}
+
+static bool
+is_keyframe (GstMiniObject * obj)
+{
+  return GST_IS_BUFFER (obj)
+      && !GST_BUFFER_FLAG_IS_SET (GST_BUFFER_CAST (obj),
+          GST_BUFFER_FLAG_DELTA_UNIT);
+}
+
+/* Where the open chunk ends before @obj. */
+static bool
+chunk_ends_before (GstGpuFanOut * self, GstMiniObject * obj)
+{
+  const guint frames = self->priv->chunk.frames;
+  const guint wanted = self->priv->chunk_frames.load ();
+  if (frames < wanted)
+    return false;
+  if (self->priv->chunk_mode.load () == GST_GPUFAN_CHUNK_FRAMES)
+    return true;
+  /* keyframes: only where the next one can be decoded on its own */
+  return is_keyframe (obj);
+}
+
+/* A lane's queue holds up to two chunks' worth: the lane works on one while
+ * upstream fills the next lane's. */
+static size_t
+chunk_queue_limit (GstGpuFanOut * self)
+{
+  return std::max<size_t> (self->priv->session->lane_queue_size (),
+      2 * (size_t)self->priv->chunk_frames.load ());
+}
+
+enum class Queued {
+  kOk,
+  kStalled, /* the lane stalled while the chunk waited for room */
+  kStopped, /* the lane does not run (flush, deactivation, release) */
+};
+
+/* Queues @item on the open chunk's lane, waiting for room. Every wait ends
+ * at an event: the worker took an item (it notifies producer_waiting), the
+ * lane stopped or stalled (lane_changed_unlocked, lane_note_stalled). */
+static Queued
+chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item)
+{
+  const size_t limit = chunk_queue_limit (self);
+  bool wake;
+  {
+    std::unique_lock<gpufan::Mutex> lk (lane->lock);
+    while (lane->state == LaneState::kRunning && !lane->stalled
+        && lane->queue.size () >= limit) {
+      lane->producer_waiting = true;
+      lane->cond.wait (lk);
+    }
+    lane->producer_waiting = false;
+    if (lane->state != LaneState::kRunning)
+      return Queued::kStopped;
+    if (lane->stalled)
+      return Queued::kStalled;
+    wake = lane->worker_waiting;
+    item.woke_worker = wake && lane->queue.empty ();
+    lane->queue.push_back (std::move (item));
+  }
+  if (wake)
+    lane->cond.notify_all ();
+  return Queued::kOk;
+}
+
+GstFlowReturn
+fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  auto & chunk = priv->chunk;
+  const bool keyframes = priv->chunk_mode.load () == GST_GPUFAN_CHUNK_KEYFRAMES;
+
+  if (chunk.lane && chunk_ends_before (self, obj))
+    chunk_close (self);
+  if (chunk.skip_to_keyframe) {
+    if (!is_keyframe (obj)) {
+      gst_mini_object_unref (obj);
+      return GST_FLOW_OK;
+    }
+    chunk.skip_to_keyframe = false;
+  }
+
+  for (;;) {
+    bool first = false;
+    gpufan::Dispatch d;
+    if (!chunk.lane) {
+      GstClockTime ts = GST_CLOCK_TIME_NONE;
+      if (GST_IS_BUFFER (obj))
+        ts = GST_BUFFER_PTS (GST_BUFFER_CAST (obj));
+      else
+        gst_event_parse_gap (GST_EVENT_CAST (obj), &ts, nullptr);
+      LanePtr lane;
+      GstFlowReturn ret = dispatch_to_lane (self,
+          GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime, &d,
+          &lane);
+      if (ret != GST_FLOW_OK) {
+        gst_mini_object_unref (obj);
+        return ret;
+      }
+      chunk.lane = lane;
+      chunk.seq = d.seq;
+      chunk.frames = 0;
+      first = true;
+      GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " -> lane %u", d.seq,
+          d.lane);
+    }
+
+    QueuedItem item (obj, chunk.seq, ItemKind::kChunkBuffer);
+    item.chunk_first = first;
+    item.awaited = first && d.awaited;
+    item.caps_epoch = priv->caps_epoch.load ();
+    LanePtr lane = chunk.lane;
+    switch (chunk_enqueue (self, lane, std::move (item))) {
+      case Queued::kOk:
+        chunk.frames++;
+        maybe_post_interval_stats (self);
+        return GST_FLOW_OK;
+      case Queued::kStalled:
+        /* the rest of the chunk goes elsewhere; the lane drains what it
+         * took if it ever answers again */
+        GST_DEBUG_OBJECT (self,
+            "lane %u stalled: chunk %" G_GUINT64_FORMAT " ends early", lane->id,
+            chunk.seq);
+        chunk_close (self);
+        if (keyframes && !is_keyframe (obj)) {
+          chunk.skip_to_keyframe = true;
+          gst_mini_object_unref (item.Steal ());
+          return GST_FLOW_OK;
+        }
+        break;
+      case Queued::kStopped:
+        if (first) {
+          priv->session->OnPushed (lane->id, chunk.seq,
+              gpufan::PushOutcome::kDropped);
+          priv->session->SetLaneEligible (lane->id, false);
+        }
+        chunk.lane = nullptr;
+        if (priv->session->flushing ()) {
+          gst_mini_object_unref (item.Steal ());
+          return GST_FLOW_FLUSHING;
+        }
+        break;
+    }
+    /* a new chunk on another lane */
+    obj = item.Steal ();
+  }
+}
+
+/* Before chunk @seq's first buffer: what tells the fan-in where its output
+ * begins, and what asks an encoder for a keyframe with the stream headers
+ * (one the branch resets anyway after a drain; the first chunk's lane may
+ * have encoded before). */
+static void
+push_chunk_start (GstGpuFanOut * self, const LanePtr & lane, guint64 seq,
+    guint32 caps_epoch)
+{
+  const guint64 session_id = self->priv->session->id ();
+  gst_pad_push_event (lane->pad,
+      gst_gpufan_chunk_start_new (session_id, lane->id, seq, caps_epoch));
+  GstEvent * fku
+      = gst_video_event_new_downstream_force_key_unit (GST_CLOCK_TIME_NONE,
+          GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, TRUE, 0);
+  gst_gpufan_event_set_item (fku, session_id, seq);
+  gst_pad_push_event (lane->pad, fku);
+}
+
+/* After the drain: the branch's elements saw EOS and refuse data until a
+ * flush ends; the pair resets them (an encoder starts a new stream with an
+ * IDR and its headers), and the segment goes again (a flush resets
+ * theirs). */
+static void
+reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
+{
+  const guint64 session_id = self->priv->session->id ();
+  /* the flush removes it from the pad */
+  GstEvent * segment
+      = gst_pad_get_sticky_event (lane->pad, GST_EVENT_SEGMENT, 0);
+  GstEvent * start = gst_event_new_flush_start ();
+  gst_gpufan_event_set_item (start, session_id, seq);
+  gst_pad_push_event (lane->pad, start);
+  GstEvent * stop = gst_event_new_flush_stop (FALSE);
+  gst_gpufan_event_set_item (stop, session_id, seq);
+  gst_pad_push_event (lane->pad, stop);
+  if (segment)
+    gst_pad_push_event (lane->pad, segment);
+}
+
+/* The chunk's end: drain the branch, wait until the fan-in has the chunk,
+ * reset the branch. */
+static void
+drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
+{
+  gpufan::Session & session = *self->priv->session;
+  auto & chunk = lane->chunk;
+  chunk.started = false;
+  session.SetItemUnits (lane->id, end.seq, end.chunk_frames,
+      self->priv->chunk_frames.load ());
+  const bool claimed = session.IsLaneClaimed (lane->id);
+  if (claimed && !chunk.failed) {
+    GstEvent * eos = gst_event_new_eos ();
+    gst_gpufan_event_set_item (eos, session.id (), end.seq);
+    GST_LOG_OBJECT (lane->pad, "draining chunk %" G_GUINT64_FORMAT, end.seq);
+    gst_pad_push_event (lane->pad, eos);
+  }
+  const gpufan::PushOutcome outcome = chunk.failed
+      ? gpufan::PushOutcome::kFailed
+      : chunk.delivered ? gpufan::PushOutcome::kDelivered
+                        : gpufan::PushOutcome::kDropped;
+  /* no marker: the drain's EOS proves what did not come back */
+  session.OnPushed (lane->id, end.seq, outcome);
+  if (!claimed || chunk.failed)
+    return;
+  /* A branch with a queue returns from the EOS push at once: its outputs
+   * are out only when the fan-in has the EOS. */
+  session.WaitSettled (lane->id, end.seq);
+  {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    /* a flush of our own, or the lane's end, resets the branch anyway */
+    if (lane->state != LaneState::kRunning)
+      return;
+  }
+  if (session.flushing ())
+    return;
+  reset_branch (self, lane, end.seq);
+}
+
+void
+fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
+    QueuedItem & item, GstFlowReturn result, guint link_generation)
+{
+  gpufan::Session & session = *self->priv->session;
+  auto & chunk = lane->chunk;
+
+  if (item.kind == ItemKind::kChunkEnd) {
+    if (chunk.started && chunk.seq == item.seq)
+      drain_chunk (self, lane, item);
+    return;
+  }
+
+  if (item.chunk_first) {
+    lane_report_push (self, lane);
+    chunk.seq = item.seq;
+    chunk.delivered = false;
+    chunk.failed = flow_is_fatal_result (result);
+    chunk.started = session.MarkStarted (lane->id, item.seq, item.woke_worker);
+    if (!chunk.started) {
+      GST_LOG_OBJECT (lane->pad,
+          "chunk %" G_GUINT64_FORMAT " no longer awaited, not pushed",
+          item.seq);
+      return;
+    }
+    lane->last_seq = item.seq;
+    if (!chunk.failed)
+      push_chunk_start (self, lane, item.seq, item.caps_epoch);
+  } else if (!chunk.started || chunk.seq != item.seq) {
+    return; /* the rest of a chunk that was given up */
+  }
+
+  /* never feed a failed branch */
+  if (chunk.failed || flow_is_fatal_result (result)) {
+    chunk.failed = true;
+    return;
+  }
+  tag_item (self, lane, item);
+  if (GST_IS_EVENT (item.obj)) {
+    /* a GAP */
+    if (gst_pad_push_event (lane->pad, GST_EVENT_CAST (item.Steal ())))
+      chunk.delivered = true;
+  } else {
+    stage_item (lane, item);
+    GstBuffer * buffer = GST_BUFFER_CAST (item.Steal ());
+    if (item.chunk_first) {
+      buffer = gst_buffer_make_writable (buffer);
+      GST_BUFFER_FLAG_SET (buffer, GST_BUFFER_FLAG_DISCONT);
+    }
+    GstFlowReturn ret = gst_pad_push (lane->pad, buffer);
+    if (ret == GST_FLOW_OK)
+      chunk.delivered = true;
+    else {
+      chunk.failed |= flow_is_fatal_result (ret);
+      lane_set_result (self, lane, ret, link_generation);
+    }
+  }
+  session.NoteProgress (lane->id, item.seq);
+}

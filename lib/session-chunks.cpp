@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Chunk mode (the fan-out's chunk=frames|keyframes): one item stands for a
+// run of frames that goes whole to one lane. What differs from a frame is
+// that a chunk takes long (its stall clock restarts with each sign of
+// progress), has a length (its service time is learned per nominal chunk),
+// and is drained at its end: the lane worker waits until it is settled
+// before it resets the branch for the next one.
+#include "gpufan/session.h"
+
+namespace gpufan {
+
+void Session::NoteProgress(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (!window_.HeadPending() || window_.head_seq() != seq ||
+      window_.head_lane() != lane)
+    return;
+  // The output's wait ends at the old deadline, finds the head not due and
+  // waits again (one wake-up per stall-timeout, not one per frame).
+  window_.RestartHeadClock(clock_->NowNs());
+}
+
+void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
+                           uint32_t nominal) {
+  std::lock_guard<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l || units == 0 || nominal == 0)
+    return;
+  auto it = FindOutstandingUnlocked(*l, seq);
+  if (it != l->outstanding.end())
+    it->work_scale = static_cast<double>(nominal) / units;
+}
+
+bool Session::WaitSettled(uint32_t lane, uint64_t seq) {
+  std::unique_lock<Mutex> lock(mutex_);
+  bool settled = false;
+  auto done = [&] {
+    Lane *l = FindLaneUnlocked(lane);
+    if (!l || FindOutstandingUnlocked(*l, seq) == l->outstanding.end()) {
+      settled = true;
+      return true;
+    }
+    return flushing_ || !l->eligible;
+  };
+  // Every wake-up is an event: a completion, drop or give-up
+  // (NotifySettledUnlocked), a flush, a lane change (NotifyAllUnlocked). A
+  // pending item is given up at the latest stall-timeout without progress
+  // after it heads the window.
+  settle_waiters_++;
+  settle_cv_.wait(lock, done);
+  settle_waiters_--;
+  return settled;
+}
+
+}  // namespace gpufan

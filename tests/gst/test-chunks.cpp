@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Chunk mode (gpufanout chunk=frames|keyframes): runs of buffers go whole to
+// one lane, each lane is drained at a chunk's end (an EOS that gpufanin hides,
+// then a flush), and gpufanin outputs the chunks' buffers, whatever their
+// number, chunk after chunk. With stock elements: identity and queue (sync
+// and async lanes), x264enc (N in, N out, reordered, with lookahead), and
+// hostile lanes (one that drops everything, one that blocks, one that
+// swallows EOS). Assertions are on order, counts, keyframes and events, never
+// on timings.
+#include <gst/video/video.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpufan-rig.h"
+#include "gst-test-util.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+constexpr const char *kCaps = "video/x-raw,format=GRAY8,width=64,height=64";
+constexpr const char *kHour = "3600000000000";
+
+// What a lane's branch is given, counted at its first element's sink pad.
+struct LaneInput {
+  std::atomic<int> discont{0};     // buffers flagged DISCONT
+  std::atomic<int> force_key{0};   // force-key-unit events
+  std::atomic<int> eos{0};         // EOS (the drains and the stream's end)
+  std::atomic<int> flush_stop{0};  // FLUSH_STOP (the resets after drains)
+  std::atomic<int> segments{0};
+
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<LaneInput *>(user_data);
+    if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+      if (GST_BUFFER_FLAG_IS_SET(GST_PAD_PROBE_INFO_BUFFER(info),
+                                 GST_BUFFER_FLAG_DISCONT))
+        self->discont++;
+      return GST_PAD_PROBE_OK;
+    }
+    GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (gst_video_event_is_force_key_unit(event))
+      self->force_key++;
+    else if (GST_EVENT_TYPE(event) == GST_EVENT_EOS)
+      self->eos++;
+    else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP)
+      self->flush_stop++;
+    else if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT)
+      self->segments++;
+    return GST_PAD_PROBE_OK;
+  }
+  void Watch(LaunchedPipeline& p, const char *element) {
+    p.AddProbe(
+        element, "sink",
+        static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
+                                     GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
+                                     GST_PAD_PROBE_TYPE_EVENT_FLUSH),
+        &LaneInput::Probe, this);
+  }
+};
+
+// Groups a lane's (sorted) indices into its runs of consecutive ones.
+std::vector<std::pair<int64_t, int64_t>> Runs(std::vector<int64_t> indices) {
+  std::sort(indices.begin(), indices.end());
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [first, last]
+  for (int64_t i : indices) {
+    if (!runs.empty() && runs.back().second + 1 == i)
+      runs.back().second = i;
+    else
+      runs.emplace_back(i, i);
+  }
+  return runs;
+}
+
+// Every run of the lane is made of whole chunks (starts at a cut, ends
+// right before one or at the end).
+::testing::AssertionResult RunsAreWholeChunks(const std::vector<int64_t>& lane,
+                                              const std::vector<int64_t>& cuts,
+                                              int64_t total) {
+  for (auto [first, last] : Runs(lane)) {
+    if (!std::binary_search(cuts.begin(), cuts.end(), first))
+      return ::testing::AssertionFailure()
+             << "a run starts at " << first << ", not at a chunk's start";
+    if (last + 1 != total &&
+        !std::binary_search(cuts.begin(), cuts.end(), last + 1))
+      return ::testing::AssertionFailure()
+             << "a run ends at " << last << ", inside a chunk";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<int64_t> EveryNth(int64_t n, int64_t total) {
+  std::vector<int64_t> cuts;
+  for (int64_t i = 0; i < total; i += n)
+    cuts.push_back(i);
+  return cuts;
+}
+
+std::string TwoLanes(int frames, const std::string& fanout_props,
+                     const std::string& lane0, const std::string& lane1,
+                     const std::string& fanin_props = "") {
+  return "videotestsrc name=src num-buffers=" + std::to_string(frames) + " ! " +
+         kCaps + " ! gpufanout name=f devices=cpu:2 " + fanout_props +
+         "  gpufanin name=m stall-timeout=" +
+         (fanin_props.empty() ? std::string(kHour) : fanin_props) +
+         " ! fakesink name=out sync=false  f.src_0 ! " + lane0 +
+         " ! m.sink_0  f.src_1 ! " + lane1 + " ! m.sink_1";
+}
+
+}  // namespace
+
+// ------------------------------------------------------- chunk=frames ---
+
+// One lane with a queue (its drain returns before the outputs are out), one
+// without: every frame out once, in order; each lane got whole chunks, each
+// starting with DISCONT after a force-key-unit, each drained (one EOS and one
+// reset per chunk); nothing of that reaches downstream.
+TEST(ChunkFrames, RunsGoWholeToOneLaneDrainedAndComeOutInOrder) {
+  constexpr int kFrames = 300, kChunk = 10;
+  LaunchedPipeline p(
+      TwoLanes(kFrames, "chunk=frames chunk-frames=" + std::to_string(kChunk),
+               "queue ! identity name=b0", "identity name=b1"));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  LaneInput in0, in1;
+  in0.Watch(p, "b0");
+  in1.Watch(p, "b1");
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& b1 = p.Record("b1", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos());
+
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kFrames)) << out.Summary();
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  EXPECT_EQ(out.Events(GST_EVENT_FLUSH_START), 0u);
+  const std::vector<int64_t> cuts = EveryNth(kChunk, kFrames);
+  EXPECT_TRUE(RunsAreWholeChunks(b0.BufferIndices(), cuts, kFrames));
+  EXPECT_TRUE(RunsAreWholeChunks(b1.BufferIndices(), cuts, kFrames));
+
+  const int chunks0 = static_cast<int>(b0.Buffers()) / kChunk;
+  const int chunks1 = static_cast<int>(b1.Buffers()) / kChunk;
+  EXPECT_EQ(chunks0 + chunks1, kFrames / kChunk);
+  for (auto [in, chunks] : {std::pair<LaneInput *, int>{&in0, chunks0},
+                            std::pair<LaneInput *, int>{&in1, chunks1}}) {
+    EXPECT_EQ(in->discont.load(), chunks);
+    EXPECT_EQ(in->force_key.load(), chunks);
+    // one drain per chunk, and the stream's own EOS
+    EXPECT_EQ(in->eos.load(), chunks + 1);
+    EXPECT_EQ(in->flush_stop.load(), chunks);
+  }
+}
+
+// Without a gpufanin, nothing would hide a drain's EOS from a sink: lanes no
+// fan-in claimed are not drained, and the stream ends once.
+TEST(ChunkFrames, LanesWithoutAFaninAreNotDrained) {
+  constexpr int kFrames = 100;
+  LaunchedPipeline p(std::string("videotestsrc name=src num-buffers=") +
+                     std::to_string(kFrames) + " ! " + kCaps +
+                     " ! gpufanout name=f devices=cpu:2 chunk=frames "
+                     "chunk-frames=10"
+                     "  f.src_0 ! fakesink name=s0 sync=false"
+                     "  f.src_1 ! fakesink name=s1 sync=false");
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  RecordLog& s0 = p.Record("s0", "sink");
+  RecordLog& s1 = p.Record("s1", "sink");
+  ASSERT_TRUE(p.PlayToEos());
+  EXPECT_EQ(s0.Buffers() + s1.Buffers(), static_cast<size_t>(kFrames));
+  EXPECT_EQ(s0.Events(GST_EVENT_EOS), 1u);
+  EXPECT_EQ(s1.Events(GST_EVENT_EOS), 1u);
+  const std::vector<int64_t> cuts = EveryNth(10, kFrames);
+  EXPECT_TRUE(RunsAreWholeChunks(s0.BufferIndices(), cuts, kFrames));
+  EXPECT_TRUE(RunsAreWholeChunks(s1.BufferIndices(), cuts, kFrames));
+}
+
+// ---------------------------------------------------- chunk=keyframes ---
+
+namespace {
+
+// Marks every buffer a delta unit except every `interval`-th (a GOP).
+struct GopMarker {
+  int interval = 7;
+  std::atomic<int> next{0};
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<GopMarker *>(user_data);
+    GstBuffer *buffer =
+        gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
+    if (self->next++ % self->interval != 0)
+      GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+    else
+      GST_BUFFER_FLAG_UNSET(buffer, GST_BUFFER_FLAG_DELTA_UNIT);
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+}  // namespace
+
+// Keyframes every 7 buffers, chunks of at least 10: each chunk is cut at the
+// first keyframe after 10 buffers, i.e. every 14.
+TEST(ChunkKeyframes, ChunksAreCutAtTheFirstKeyframeAfterChunkFrames) {
+  constexpr int kFrames = 280;
+  LaunchedPipeline p(TwoLanes(kFrames, "chunk=keyframes chunk-frames=10",
+                              "identity name=b0", "queue ! identity name=b1"));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  GopMarker gop;
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, &GopMarker::Probe, &gop);
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& b1 = p.Record("b1", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos());
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kFrames)) << out.Summary();
+  const std::vector<int64_t> cuts = EveryNth(14, kFrames);
+  EXPECT_TRUE(RunsAreWholeChunks(b0.BufferIndices(), cuts, kFrames));
+  EXPECT_TRUE(RunsAreWholeChunks(b1.BufferIndices(), cuts, kFrames));
+  EXPECT_GT(b0.Buffers(), 0u);
+  EXPECT_GT(b1.Buffers(), 0u);
+}
+
+// ------------------------------------------------ a stateful encoder ---
+
+namespace {
+
+struct EncodedOut {
+  std::mutex mutex;
+  std::vector<bool> keyframe;
+  std::vector<GstClockTime> dts;
+  int segments = 0;
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<EncodedOut *>(user_data);
+    std::lock_guard<std::mutex> lk(self->mutex);
+    if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+      if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_SEGMENT)
+        self->segments++;
+      return GST_PAD_PROBE_OK;
+    }
+    GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    self->keyframe.push_back(
+        !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT));
+    self->dts.push_back(GST_BUFFER_DTS(buffer));
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+bool HasFactory(const char *name) {
+  GstElementFactory *f = gst_element_factory_find(name);
+  if (!f)
+    return false;
+  gst_object_unref(f);
+  return true;
+}
+
+}  // namespace
+
+// x264enc with B-frames and lookahead holds frames until it is drained: each
+// chunk's output is complete (as many buffers as frames), starts with a
+// keyframe and has no other; decode timestamps never go back.
+TEST(ChunkEncoder, X264ChunksAreCompleteAndEachStartsWithAKeyframe) {
+  if (!HasFactory("x264enc"))
+    GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
+  constexpr int kFrames = 120, kChunk = 20;
+  const std::string enc =
+      "x264enc speed-preset=ultrafast bframes=2 key-int-max=1000 threads=1";
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=" + std::to_string(kFrames) +
+      " ! video/x-raw,format=I420,width=64,height=64,framerate=30/1"
+      " ! gpufanout name=f devices=cpu:2 chunk=frames chunk-frames=" +
+      std::to_string(kChunk) + "  gpufanin name=m stall-timeout=" + kHour +
+      " ! fakesink name=out sync=false"
+      "  f.src_0 ! queue ! " +
+      enc + " ! m.sink_0  f.src_1 ! " + enc + " ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  EncodedOut encoded;
+  p.AddProbe("out", "sink",
+             static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
+                                          GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+             &EncodedOut::Probe, &encoded);
+  ASSERT_TRUE(p.PlayToEos());
+  std::lock_guard<std::mutex> lk(encoded.mutex);
+  ASSERT_EQ(encoded.keyframe.size(), static_cast<size_t>(kFrames));
+  for (int i = 0; i < kFrames; ++i)
+    EXPECT_EQ(encoded.keyframe[i], i % kChunk == 0) << "output " << i;
+  // Each chunk's encoder restarts its timestamps after the flush; the fan-in
+  // moves them back into one segment.
+  for (int i = 1; i < kFrames; ++i)
+    EXPECT_GT(encoded.dts[i], encoded.dts[i - 1]) << "output " << i;
+  EXPECT_EQ(encoded.segments, 1);
+}
+
+// ------------------------------------------------------ hostile lanes ---
+
+// A lane whose branch drops every buffer: its chunks come back empty at
+// their drain, and the rest of the stream is not held up (the stall-timeout
+// is an hour).
+TEST(ChunkHostile, ALaneThatDropsWholeChunksDoesNotStallTheRest) {
+  constexpr int kFrames = 200;
+  LaunchedPipeline p(TwoLanes(kFrames, "chunk=frames chunk-frames=10",
+                              "identity name=b0",
+                              "identity name=b1 drop-probability=1.0"));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos());
+  EXPECT_EQ(out.BufferIndices(), b0.BufferIndices());
+  EXPECT_TRUE(IsStrictlyIncreasing(out.BufferIndices()));
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+}
+
+namespace {
+
+// Blocks the buffer pushes through a pad from the `at`-th on, until Release.
+struct Blocker {
+  int at = 15;
+  std::atomic<int> seen{0};
+  std::mutex mutex;
+  std::condition_variable cond;
+  bool released = false;
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *,
+                                 gpointer user_data) {
+    auto *self = static_cast<Blocker *>(user_data);
+    if (self->seen++ < self->at)
+      return GST_PAD_PROBE_OK;
+    std::unique_lock<std::mutex> lk(self->mutex);
+    self->cond.wait(lk, [self] { return self->released; });
+    return GST_PAD_PROBE_OK;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lk(mutex);
+    released = true;
+    cond.notify_all();
+  }
+};
+
+// Drops the EOS events passing a pad.
+GstPadProbeReturn DropEos(GstPad *, GstPadProbeInfo *info, gpointer) {
+  return GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS
+             ? GST_PAD_PROBE_DROP
+             : GST_PAD_PROBE_OK;
+}
+
+}  // namespace
+
+// A lane that blocks in the middle of a chunk: the chunk is given up after
+// stall-timeout without progress, the fan-out cuts it short and sends the
+// rest of the stream to the other lane; what comes out is in order and
+// everything the healthy lane processed is there.
+TEST(ChunkHostile, ALaneThatBlocksMidChunkCostsOneStallTimeout) {
+  constexpr int kFrames = 200;
+  LaunchedPipeline p(
+      TwoLanes(kFrames, "chunk=frames chunk-frames=10 policy=round-robin",
+               "identity name=b0", "identity name=b1", "1000000000"));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  Blocker blocker;
+  p.AddProbe("b1", "sink", GST_PAD_PROBE_TYPE_BUFFER, &Blocker::Probe,
+             &blocker);
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& out = p.Record("out", "sink");
+  GstMessage *end = (p.Play(), p.WaitEosOrError(kLongWait));
+  blocker.Release();
+  ASSERT_NE(end, nullptr) << "no EOS";
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  const std::vector<int64_t> got = out.BufferIndices();
+  EXPECT_TRUE(IsStrictlyIncreasing(got));
+  const std::vector<int64_t> healthy = b0.BufferIndices();
+  EXPECT_TRUE(
+      std::includes(got.begin(), got.end(), healthy.begin(), healthy.end()))
+      << "a frame the healthy lane delivered is missing";
+  // Lost: what lane 1 held when it blocked, at most its queue (two chunks),
+  // the chunk in its push and the one cut short.
+  EXPECT_GE(healthy.size(), static_cast<size_t>(kFrames - 4 * 10));
+  GstStructure *s = GetStats(p.element("m"));
+  ASSERT_NE(s, nullptr);
+  const GstStructure *l1 = StatsLaneById(s, 1);
+  ASSERT_NE(l1, nullptr);
+  EXPECT_GE(StatsU64(l1, "timed-out"), 1u);
+  gst_structure_free(s);
+}
+
+// A lane that swallows EOS cannot be drained: each of its chunks is given up
+// after stall-timeout, in order, and the stream still ends.
+TEST(ChunkHostile, ALaneThatSwallowsTheDrainStillLetsTheStreamEnd) {
+  constexpr int kFrames = 100;
+  LaunchedPipeline p(TwoLanes(kFrames, "chunk=frames chunk-frames=10",
+                              "identity name=b0", "identity name=b1",
+                              "300000000"));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  p.AddProbe("b1", "src", GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, &DropEos,
+             nullptr);
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ExpectLog missing_eos("without the EOS of");
+  ASSERT_TRUE(p.PlayToEos());
+  const std::vector<int64_t> got = out.BufferIndices();
+  EXPECT_TRUE(IsStrictlyIncreasing(got));
+  const std::vector<int64_t> healthy = b0.BufferIndices();
+  EXPECT_TRUE(
+      std::includes(got.begin(), got.end(), healthy.begin(), healthy.end()));
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+}
+
+// Lanes whose encoders disagree on the caps of one input (here, profiles):
+// a clear error, not a stream whose headers change from chunk to chunk.
+TEST(ChunkEncoder, LanesThatDisagreeOnTheCapsOfOneInputAreAnError) {
+  if (!HasFactory("x264enc"))
+    GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
+  const std::string enc = "x264enc speed-preset=ultrafast threads=1";
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=80"
+      " ! video/x-raw,format=I420,width=64,height=64,framerate=30/1"
+      " ! gpufanout name=f devices=cpu:2 chunk=frames chunk-frames=10"
+      " policy=round-robin  gpufanin name=m ! fakesink sync=false"
+      "  f.src_0 ! " +
+      enc + " ! video/x-h264,profile=baseline ! m.sink_0  f.src_1 ! " + enc +
+      " ! video/x-h264,profile=high ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.Play());
+  GstMessage *end = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(end, nullptr);
+  ASSERT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_ERROR);
+  EXPECT_NE(BusLog::ErrorText(end).find("different caps"), std::string::npos)
+      << BusLog::ErrorText(end);
+}
