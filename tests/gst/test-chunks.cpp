@@ -230,9 +230,23 @@ TEST(ChunkKeyframes, ChunksAreCutAtTheFirstKeyframeAfterChunkFrames) {
 
 namespace {
 
+// An H.264 byte-stream buffer holds a sequence parameter set (NAL type 7).
+bool HasSps(GstBuffer *buffer) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ))
+    return false;
+  bool found = false;
+  for (gsize i = 0; i + 3 < map.size && !found; ++i)
+    found = map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1 &&
+            (map.data[i + 3] & 0x1f) == 7;
+  gst_buffer_unmap(buffer, &map);
+  return found;
+}
+
 struct EncodedOut {
   std::mutex mutex;
   std::vector<bool> keyframe;
+  std::vector<bool> sps;
   std::vector<GstClockTime> dts;
   int segments = 0;
   static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
@@ -248,6 +262,7 @@ struct EncodedOut {
     self->keyframe.push_back(
         !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT));
     self->dts.push_back(GST_BUFFER_DTS(buffer));
+    self->sps.push_back(HasSps(buffer));
     return GST_PAD_PROBE_OK;
   }
 };
@@ -264,13 +279,15 @@ bool HasFactory(const char *name) {
 
 // x264enc with B-frames and lookahead holds frames until it is drained: each
 // chunk's output is complete (as many buffers as frames), starts with a
-// keyframe and has no other; decode timestamps never go back.
+// keyframe carrying the stream headers (in-band: byte-stream) and has no
+// other; decode timestamps never go back.
 TEST(ChunkEncoder, X264ChunksAreCompleteAndEachStartsWithAKeyframe) {
   if (!HasFactory("x264enc"))
     GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
   constexpr int kFrames = 120, kChunk = 20;
   const std::string enc =
-      "x264enc speed-preset=ultrafast bframes=2 key-int-max=1000 threads=1";
+      "x264enc speed-preset=ultrafast bframes=2 key-int-max=1000 threads=1"
+      " ! video/x-h264,stream-format=byte-stream";
   LaunchedPipeline p(
       "videotestsrc num-buffers=" + std::to_string(kFrames) +
       " ! video/x-raw,format=I420,width=64,height=64,framerate=30/1"
@@ -288,8 +305,10 @@ TEST(ChunkEncoder, X264ChunksAreCompleteAndEachStartsWithAKeyframe) {
   ASSERT_TRUE(p.PlayToEos());
   std::lock_guard<std::mutex> lk(encoded.mutex);
   ASSERT_EQ(encoded.keyframe.size(), static_cast<size_t>(kFrames));
-  for (int i = 0; i < kFrames; ++i)
+  for (int i = 0; i < kFrames; ++i) {
     EXPECT_EQ(encoded.keyframe[i], i % kChunk == 0) << "output " << i;
+    EXPECT_EQ(encoded.sps[i], i % kChunk == 0) << "output " << i;
+  }
   // Each chunk's encoder restarts its timestamps after the flush; the fan-in
   // moves them back into one segment.
   for (int i = 1; i < kFrames; ++i)
