@@ -37,6 +37,7 @@ gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self)
   GstGpuFanInPrivate * priv = self->priv;
   priv->eos_sent = false;
   priv->out_segment_valid = false;
+  priv->out_has_segment_epoch = false;
   priv->src_ret = GST_FLOW_OK;
   priv->output_stopped = false;
   priv->forwarded_seqnums.Clear ();
@@ -178,7 +179,12 @@ translate_position (const GstSegment * from, const GstSegment * to,
 static void
 retime_chunk_item (GstGpuFanInPrivate * priv, FanInItem * item)
 {
-  if (!item->segment || !priv->out_segment_valid || !GST_IS_BUFFER (item->obj)
+  /* a chunk of another input segment (the input's segment changed) brings
+   * its own segment downstream */
+  const bool same_input_segment = priv->out_has_segment_epoch
+      && priv->out_segment_epoch == item->segment_epoch;
+  if (!same_input_segment || !item->segment || !priv->out_segment_valid
+      || !GST_IS_BUFFER (item->obj)
       || priv->out_segment_events.Has (item->segment))
     return;
   const GstSegment * segment;
@@ -213,6 +219,8 @@ push_released (GstGpuFanIn * self, FanInItem * item, guint64 session_id,
     auto * sub = static_cast<FanInItem *> (part.get ());
     retime_chunk_item (self->priv, sub);
     GstFlowReturn ret = push_item (self, sub, session_id);
+    self->priv->out_segment_epoch = sub->segment_epoch;
+    self->priv->out_has_segment_epoch = true;
     if (ret != GST_FLOW_OK) {
       *failed = sub;
       return ret;

@@ -115,6 +115,8 @@ struct FanInItem : public gpufan::Payload {
   bool has_caps_epoch = false;
   /* attachments (positioned events) only fill in missing sticky events */
   bool is_attachment = false;
+  /* part of a chunk's output: the epoch of its input's segment */
+  guint32 segment_epoch = 0;
   /* Chunk mode: the chunk's output, in the order its lane made it (this
    * item then has no obj of its own). */
   std::unique_ptr<std::vector<gpufan::PayloadPtr>> chunk;
@@ -150,6 +152,7 @@ struct PadState {
   std::unique_ptr<FanInItem> chunk;
   guint64 chunk_seq = 0;
   guint32 chunk_caps_epoch = 0; /* of the chunk's input */
+  guint32 chunk_segment_epoch = 0;
 
   void ClearSticky () { sticky.reset (); }
 };
@@ -202,6 +205,10 @@ struct GstGpuFanInPrivate {
   bool out_has_caps_epoch = false;
   GstSegment out_segment;
   bool out_segment_valid = false;
+  /* Chunk mode: the input segment epoch of the chunk that last went out
+   * (retime_chunk_item moves only chunks of that one). */
+  guint32 out_segment_epoch = 0;
+  bool out_has_segment_epoch = false;
   /* While out_segment_valid: segment events that carry out_segment. */
   gpufanin::KnownEvents out_segment_events;
   /* While downstream renegotiates, items of the epoch current then may come

@@ -9,6 +9,8 @@
 
 #include "gstgpufanin-private.h"
 
+#include <gst/video/video.h>
+
 #include <optional>
 #include <string>
 
@@ -109,6 +111,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
            * input (gst_gpufan_in_push_sticky) */
           item->caps_epoch = it->second.chunk_caps_epoch;
           item->has_caps_epoch = true;
+          item->segment_epoch = it->second.chunk_segment_epoch;
           it->second.chunk->chunk->emplace_back (item);
           chunk_seq = it->second.chunk_seq;
         }
@@ -262,9 +265,9 @@ handle_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
 {
   guint64 session_id = 0, seq = 0;
   guint chunk_lane = 0;
-  guint32 caps_epoch = 0;
+  guint32 caps_epoch = 0, segment_epoch = 0;
   if (!gst_gpufan_chunk_start_parse (event, &session_id, &chunk_lane, &seq,
-          &caps_epoch))
+          &caps_epoch, &segment_epoch))
     return FALSE;
   if (!gst_gpufan_in_ensure_paired (self, pad))
     return FALSE;
@@ -284,6 +287,7 @@ handle_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
     it->second.chunk.reset (chunk);
     it->second.chunk_seq = seq;
     it->second.chunk_caps_epoch = caps_epoch;
+    it->second.chunk_segment_epoch = segment_epoch;
   }
   return TRUE;
 }
@@ -443,6 +447,20 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_CUSTOM_DOWNSTREAM:
       if (handle_chunk_start (self, pad, event))
         return TRUE;
+      if (gst_video_event_is_force_key_unit (event)) {
+        /* inside a chunk: an encoder's answer to the chunk's own request
+         * (every chunk starts with a keyframe anyway) */
+        bool in_chunk;
+        {
+          std::lock_guard<gpufan::Mutex> lk (priv->lock);
+          auto it = priv->pads.find (pad);
+          in_chunk = it != priv->pads.end () && it->second.chunk;
+        }
+        if (in_chunk) {
+          gst_event_unref (event);
+          return TRUE;
+        }
+      }
       break;
     default:
       break;

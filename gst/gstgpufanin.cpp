@@ -219,6 +219,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
       kv.second.eos = false;
       kv.second.flushing = false;
       kv.second.ClearSticky ();
+      kv.second.chunk.reset ();
       /* paired again at the next start: the fan-out may have changed */
       kv.second.paired = false;
       kv.second.session.reset ();
@@ -233,6 +234,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
     priv->out_caps_events.Clear ();
     priv->out_segment_events.Clear ();
     priv->out_has_caps_epoch = false;
+    priv->out_has_segment_epoch = false;
     gst_gpufan_in_restart_output_unlocked (self);
   }
   return ret;

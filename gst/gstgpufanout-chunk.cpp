@@ -62,6 +62,8 @@ fanout::chunk_close (GstGpuFanOut * self)
   /* a lane that stopped meanwhile has nothing to drain: a flush or its
    * removal settled the chunk */
   lane_enqueue (chunk.lane, std::move (end));
+  /* its drain starts a fresh stretch of stall-timeout */
+  self->priv->session->NoteProgress (chunk.lane->id, chunk.seq);
   chunk.lane = nullptr;
 }
 
@@ -107,30 +109,41 @@ chunk_queue_limit (GstGpuFanOut * self)
 
 enum class Queued {
   kOk,
-  kStalled, /* the lane stalled while the chunk waited for room */
+  kStalled, /* the lane is stalled and has no room for the chunk's rest */
   kStopped, /* the lane does not run (flush, deactivation, release) */
 };
 
 /* Queues @item on the open chunk's lane, waiting for room. Every wait ends
  * at an event: the worker took an item (it notifies producer_waiting), the
- * lane stopped or stalled (lane_changed_unlocked, lane_note_stalled). */
+ * lane stopped or stalled (lane_changed_unlocked, lane_note_stalled), the
+ * sink pad was deactivated (it wakes the lanes). A lane the Session stalled
+ * does not hold the rest of a chunk: the chunk is cut (kStalled). The first
+ * buffer of a chunk waits: the Session gave the chunk to this lane, the
+ * only one it could (a stalled lane is its last resort). */
 static Queued
 chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item)
 {
+  gpufan::Session & session = *self->priv->session;
   const size_t limit = chunk_queue_limit (self);
   bool wake;
   {
     std::unique_lock<gpufan::Mutex> lk (lane->lock);
-    while (lane->state == LaneState::kRunning && !lane->stalled
-        && lane->queue.size () >= limit) {
+    for (;;) {
+      /* the Session's lock is a leaf under the lane's */
+      if (lane->state != LaneState::kRunning || session.flushing ())
+        return Queued::kStopped;
+      if (lane->queue.size () < limit)
+        break;
+      if (lane->stalled) {
+        if (!session.IsLaneStalled (lane->id))
+          lane->stalled = false; /* it answered again meanwhile */
+        else if (!item.chunk_first)
+          return Queued::kStalled;
+      }
       lane->producer_waiting = true;
       lane->cond.wait (lk);
+      lane->producer_waiting = false;
     }
-    lane->producer_waiting = false;
-    if (lane->state != LaneState::kRunning)
-      return Queued::kStopped;
-    if (lane->stalled)
-      return Queued::kStalled;
     wake = lane->worker_waiting;
     item.woke_worker = wake && lane->queue.empty ();
     lane->queue.push_back (std::move (item));
@@ -167,9 +180,11 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
       else
         gst_event_parse_gap (GST_EVENT_CAST (obj), &ts, nullptr);
       LanePtr lane;
-      GstFlowReturn ret = dispatch_to_lane (self,
-          GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime, &d,
-          &lane);
+      GstFlowReturn ret = prepare_dispatch (self);
+      if (ret == GST_FLOW_OK)
+        ret = dispatch_to_lane (self,
+            GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime, &d,
+            &lane);
       if (ret != GST_FLOW_OK) {
         gst_mini_object_unref (obj);
         return ret;
@@ -184,12 +199,16 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
 
     QueuedItem item (obj, chunk.seq, ItemKind::kChunkBuffer);
     item.chunk_first = first;
+    item.segment_epoch = priv->segment_epoch;
     item.awaited = first && d.awaited;
     item.caps_epoch = priv->caps_epoch.load ();
     LanePtr lane = chunk.lane;
     switch (chunk_enqueue (self, lane, std::move (item))) {
       case Queued::kOk:
         chunk.frames++;
+        /* its input arriving is progress: a chunk that waits for upstream
+         * is not a stalled one */
+        priv->session->NoteProgress (lane->id, chunk.seq);
         maybe_post_interval_stats (self);
         return GST_FLOW_OK;
       case Queued::kStalled:
@@ -207,14 +226,20 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
         break;
       case Queued::kStopped:
         if (first) {
-          priv->session->OnPushed (lane->id, chunk.seq,
-              gpufan::PushOutcome::kDropped);
+          priv->session->WithdrawItem (lane->id, chunk.seq);
           priv->session->SetLaneEligible (lane->id, false);
         }
         chunk.lane = nullptr;
         if (priv->session->flushing ()) {
           gst_mini_object_unref (item.Steal ());
           return GST_FLOW_FLUSHING;
+        }
+        /* the lane went away mid-chunk: nothing decodes before the next
+         * keyframe */
+        if (keyframes && !first && !is_keyframe (obj)) {
+          chunk.skip_to_keyframe = true;
+          gst_mini_object_unref (item.Steal ());
+          return GST_FLOW_OK;
         }
         break;
     }
@@ -228,12 +253,14 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
  * (one the branch resets anyway after a drain; the first chunk's lane may
  * have encoded before). */
 static void
-push_chunk_start (GstGpuFanOut * self, const LanePtr & lane, guint64 seq,
-    guint32 caps_epoch)
+push_chunk_start (GstGpuFanOut * self, const LanePtr & lane,
+    const QueuedItem & first)
 {
   const guint64 session_id = self->priv->session->id ();
+  const guint64 seq = first.seq;
   gst_pad_push_event (lane->pad,
-      gst_gpufan_chunk_start_new (session_id, lane->id, seq, caps_epoch));
+      gst_gpufan_chunk_start_new (session_id, lane->id, seq, first.caps_epoch,
+          first.segment_epoch));
   GstEvent * fku
       = gst_video_event_new_downstream_force_key_unit (GST_CLOCK_TIME_NONE,
           GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, TRUE, 0);
@@ -328,7 +355,7 @@ fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
     }
     lane->last_seq = item.seq;
     if (!chunk.failed)
-      push_chunk_start (self, lane, item.seq, item.caps_epoch);
+      push_chunk_start (self, lane, item);
   } else if (!chunk.started || chunk.seq != item.seq) {
     return; /* the rest of a chunk that was given up */
   }

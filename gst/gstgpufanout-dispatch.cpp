@@ -13,16 +13,21 @@
 using namespace fanout;
 
 GstFlowReturn
+fanout::prepare_dispatch (GstGpuFanOut * self)
+{
+  GstFlowReturn ret = combine_lane_results (self);
+  if (ret != GST_FLOW_OK)
+    return ret;
+  probe_lanes (self);
+  return GST_FLOW_OK;
+}
+
+GstFlowReturn
 fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
     LanePtr * lane)
 {
   GstGpuFanOutPrivate * priv = self->priv;
-
-  GstFlowReturn ret = combine_lane_results (self);
-  if (ret != GST_FLOW_OK)
-    return ret;
-
-  probe_lanes (self);
+  GstFlowReturn ret;
 
   for (;;) {
     *d = priv->session->DispatchItem (pts);
@@ -58,10 +63,15 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
 {
   GstGpuFanOutPrivate * priv = self->priv;
 
+  GstFlowReturn ret = prepare_dispatch (self);
+  if (ret != GST_FLOW_OK) {
+    gst_mini_object_unref (obj);
+    return ret;
+  }
   for (;;) {
     gpufan::Dispatch d;
     LanePtr lane;
-    GstFlowReturn ret = dispatch_to_lane (self, pts, &d, &lane);
+    ret = dispatch_to_lane (self, pts, &d, &lane);
     if (ret != GST_FLOW_OK) {
       gst_mini_object_unref (obj);
       return ret;
@@ -75,7 +85,7 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     item.caps_epoch = priv->caps_epoch.load ();
     if (!lane_enqueue (lane, std::move (item))) {
       /* the lane is being deactivated or released: try another one */
-      priv->session->OnPushed (d.lane, d.seq, gpufan::PushOutcome::kDropped);
+      priv->session->WithdrawItem (d.lane, d.seq);
       priv->session->SetLaneEligible (d.lane, false);
       obj = item.Steal ();
       if (priv->session->flushing ()) {
@@ -191,6 +201,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       break;
     case GST_EVENT_SEGMENT:
       chunk_close (self);
+      priv->segment_epoch++;
       break;
     case GST_EVENT_EOS:
       /* its lane drains the last chunk before the EOS */
@@ -243,6 +254,13 @@ gst_gpufan_out_sink_activate_mode (GstPad *, GstObject * parent,
     return FALSE;
   /* wakes a chain function blocked in DispatchItem so the pad can stop */
   self->priv->session->SetFlushing (!active);
+  /* or in chunk mode's wait for room in a lane (chunk_enqueue) */
+  if (!active) {
+    for (const LanePtr & lane : snapshot_lanes (self)) {
+      std::lock_guard<gpufan::Mutex> lk (lane->lock);
+      lane->cond.notify_all ();
+    }
+  }
   return TRUE;
 }
 

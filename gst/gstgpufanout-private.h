@@ -49,7 +49,9 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
  * from the fan-in's TakeReady calls without the Session's lock and takes
  * lanes_lock, then a Lane::lock: no thread of ours makes those calls.
  * No lock of ours is held across a push, a peer query, a pad (de)activation
- * or a blocking Session call (DispatchItem). */
+ * or a blocking Session call (DispatchItem, WaitSettled). In chunk mode the
+ * chain function waits on a Lane::cond for room (chunk_enqueue), asking the
+ * Session (a leaf lock) with that lane's lock held. */
 /* *INDENT-ON* */
 
 #define DEFAULT_POLICY ((gint)gpufan::Policy::kAdaptive)
@@ -128,8 +130,10 @@ struct QueuedItem {
   /* it went into the empty queue of a worker asleep waiting for items: its
    * start measures the worker's wake-up (Session::MarkStarted) */
   bool woke_worker = false;
-  /* kChunkBuffer: the chunk's first; kChunkEnd: how many buffers it had */
+  /* kChunkBuffer: the chunk's first, and the input segment's epoch;
+   * kChunkEnd: how many buffers it had */
   bool chunk_first = false;
+  guint32 segment_epoch = 0;
   guint chunk_frames = 0;
 
   QueuedItem () = default;
@@ -141,7 +145,7 @@ struct QueuedItem {
       : obj (other.obj), seq (other.seq), kind (other.kind),
         awaited (other.awaited), caps_epoch (other.caps_epoch),
         woke_worker (other.woke_worker), chunk_first (other.chunk_first),
-        chunk_frames (other.chunk_frames)
+        segment_epoch (other.segment_epoch), chunk_frames (other.chunk_frames)
   {
     other.obj = nullptr;
   }
@@ -157,6 +161,7 @@ struct QueuedItem {
       caps_epoch = other.caps_epoch;
       woke_worker = other.woke_worker;
       chunk_first = other.chunk_first;
+      segment_epoch = other.segment_epoch;
       chunk_frames = other.chunk_frames;
     }
     return *this;
@@ -335,6 +340,9 @@ struct GstGpuFanOutPrivate {
   } chunk;
 
   std::atomic<guint32> caps_epoch{ 0 };
+  /* counts the input's segments (streaming thread only): chunk mode tells
+   * the fan-in which chunks share one (see retime_chunk_item) */
+  guint32 segment_epoch = 0;
   std::atomic<gint64> last_stats_post_ns{ 0 };
   std::atomic<bool> stats_posted{ false };
   std::atomic<bool> lane_error_posted{ false };
@@ -433,6 +441,9 @@ void chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
     QueuedItem & item, GstFlowReturn result, guint link_generation);
 
 /* The sink pad: buffers and events into the lanes (gstgpufanout-dispatch.cpp) */
+/* Before a dispatch: the lanes' combined result (not OK: no lane can take
+ * it), and the pairing probes due. */
+GstFlowReturn prepare_dispatch (GstGpuFanOut * self);
 /* Asks the Session for a lane (waiting for room): GST_FLOW_OK with *d and
  * *lane, or why not (an element error is posted where one is due). */
 GstFlowReturn dispatch_to_lane (GstGpuFanOut * self, gint64 pts,

@@ -167,6 +167,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     /* the pads are inactive: no buffer flows */
     chunk_forget (self);
+    priv->segment_epoch = 0;
     priv->session->Reset ();
     for (const LanePtr & lane : snapshot_lanes (self)) {
       lane_reset_result (self, lane, true);

@@ -178,23 +178,26 @@ gst_gpufan_marker_parse (GstEvent * event, guint64 * session_id, guint * lane,
 
 GstEvent *
 gst_gpufan_chunk_start_new (guint64 session_id, guint lane, guint64 seq,
-    guint32 caps_epoch)
+    guint32 caps_epoch, guint32 segment_epoch)
 {
   GstEvent * event = lane_item_event_new (GST_EVENT_CUSTOM_DOWNSTREAM,
       CHUNK_START_NAME, session_id, lane, seq);
   gst_structure_set (gst_event_writable_structure (event), "caps-epoch",
-      G_TYPE_UINT, caps_epoch, nullptr);
+      G_TYPE_UINT, caps_epoch, "segment-epoch", G_TYPE_UINT, segment_epoch,
+      nullptr);
   return event;
 }
 
 gboolean
 gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
-    guint * lane, guint64 * seq, guint32 * caps_epoch)
+    guint * lane, guint64 * seq, guint32 * caps_epoch, guint32 * segment_epoch)
 {
-  return lane_item_event_parse (event, GST_EVENT_CUSTOM_DOWNSTREAM,
-             CHUNK_START_NAME, session_id, lane, seq)
-      && gst_structure_get_uint (gst_event_get_structure (event), "caps-epoch",
-          caps_epoch);
+  if (!lane_item_event_parse (event, GST_EVENT_CUSTOM_DOWNSTREAM,
+          CHUNK_START_NAME, session_id, lane, seq))
+    return FALSE;
+  const GstStructure * s = gst_event_get_structure (event);
+  return gst_structure_get_uint (s, "caps-epoch", caps_epoch)
+      && gst_structure_get_uint (s, "segment-epoch", segment_epoch);
 }
 
 /* --- pairing query --- */

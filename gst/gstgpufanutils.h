@@ -79,9 +79,9 @@ gboolean gst_gpufan_marker_parse (GstEvent * event, guint64 * session_id,
  * carries those fields too, and so does the force-key-unit event before the
  * chunk's first buffer: the fan-in hides all three. */
 GstEvent * gst_gpufan_chunk_start_new (guint64 session_id, guint lane,
-    guint64 seq, guint32 caps_epoch);
+    guint64 seq, guint32 caps_epoch, guint32 segment_epoch);
 gboolean gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
-    guint * lane, guint64 * seq, guint32 * caps_epoch);
+    guint * lane, guint64 * seq, guint32 * caps_epoch, guint32 * segment_epoch);
 
 /* Pairing query (custom, non-serialized, both directions):
  *  - downstream: gpufanout asks through lane @lane's branch "is a gpufanin at

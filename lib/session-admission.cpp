@@ -310,6 +310,23 @@ bool Session::MarkStartedUnlocked(Lane& l, uint64_t seq, bool woken) {
   return tracked;
 }
 
+void Session::WithdrawItem(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  // It never entered the lane's queue: it leaves the count that mirrors it.
+  if (l->queued > 0)
+    l->queued--;
+  auto it = FindOutstandingUnlocked(*l, seq);
+  if (it != l->outstanding.end()) {
+    const Outstanding item = *it;
+    l->outstanding.erase(it);
+    DropOutstandingUnlocked(*l, item, false);
+  }
+  NotifyAllUnlocked();
+}
+
 bool Session::OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome) {
   std::lock_guard<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);

@@ -7,6 +7,8 @@
 // before it resets the branch for the next one.
 #include "gpufan/session.h"
 
+#include <algorithm>
+
 namespace gpufan {
 
 void Session::NoteProgress(uint32_t lane, uint64_t seq) {
@@ -25,9 +27,12 @@ void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
   Lane *l = FindLaneUnlocked(lane);
   if (!l || units == 0 || nominal == 0)
     return;
+  // Only a long chunk is scaled down: a short one (cut by a caps change,
+  // EOS or a stall) costs its drain and reset like any other, and scaling
+  // that up would make its lane look slow.
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it != l->outstanding.end())
-    it->work_scale = static_cast<double>(nominal) / units;
+    it->work_scale = std::min(1.0, static_cast<double>(nominal) / units);
 }
 
 bool Session::WaitSettled(uint32_t lane, uint64_t seq) {

@@ -7,10 +7,10 @@
 // Stats() reads the lanes' host pools (LaneInfo) under it: lock order
 // Session, then HostPool.
 // The blocking methods return early on SetFlushing(true): DispatchItem
-// (kFlushing, also while flushing), and WaitOutput, which also returns on
-// SetFlushing(false). Callers must not hold a lock of their own that another
-// Session caller may need while they block here. Payloads the session gives
-// up (late arrivals, Reset) are destroyed under its lock: a Payload
+// (kFlushing, also while flushing), WaitSettled, and WaitOutput, which also
+// returns on SetFlushing(false). Callers must not hold a lock of their own that
+// another Session caller may need while they block here. Payloads the session
+// gives up (late arrivals, Reset) are destroyed under its lock: a Payload
 // destructor must not call back into the Session.
 //
 // Lifecycle of an item (`Dispatch` is the struct DispatchItem returns):
@@ -199,6 +199,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // waiting for it; its dispatch-to-start time is then a sample of the
   // lane's wake-up (LaneStats::wake_ns, used by kAdaptive).
   bool MarkStarted(uint32_t lane, uint64_t seq, bool woken = false);
+  // Item `seq`, dispatched to `lane`, never reached the lane's queue (the
+  // lane stopped or stalled before it could take it): it is dropped and
+  // leaves the lane's queued count.
+  void WithdrawItem(uint32_t lane, uint64_t seq);
   // The push into the branch returned. Completes unawaited items. True when
   // the worker should push a marker behind the item (ProveLane): it is
   // awaited and has not come back yet, or the lane is stalled and a marker

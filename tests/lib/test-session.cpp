@@ -1044,6 +1044,28 @@ TEST_F(SessionTest, ItemUnitsScaleTheLearnedServiceTime) {
     session_->TakeReady();
   }
   EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 2'500'000);
+  // A short chunk is not scaled up: its drain costs what a long one's does.
+  for (int i = 0; i < 16; ++i) {
+    const Dispatch d = Send(0);
+    session_->SetItemUnits(0, d.seq, 2, 10);
+    clock_->Advance(3 * kMs);
+    session_->Arrive(0, d.seq, kNoTime, P("c"));
+    session_->TakeReady();
+  }
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 3 * kMs);
+}
+
+TEST_F(SessionTest, AWithdrawnItemIsDroppedAndLeavesTheQueue) {
+  Make(RoundRobin(), 1);
+  const std::optional<Dispatch> d = session_->TryDispatchItem(kNoTime);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(Lane(session_->Stats(), 0).queued, 1u);
+  session_->WithdrawItem(0, d->seq);
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).queued, 0u);
+  EXPECT_EQ(Lane(s, 0).dropped, 1u);
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+  EXPECT_EQ(session_->Stats().in_flight, 0u);
 }
 
 TEST_F(SessionTest, WaitSettledEndsWhenTheItemArrivesOrTheSessionFlushes) {
