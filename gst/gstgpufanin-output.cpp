@@ -12,7 +12,9 @@
 #include "gstgpufanin-private.h"
 
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 /* Something the output's waits look at changed (with lock held): wakes the
  * task and the serialized queries. */
@@ -206,16 +208,13 @@ retime_chunk_item (GstGpuFanInPrivate * priv, FanInItem * item)
   item->segment = nullptr;
 }
 
-/* A released item: one buffer or event, or a chunk's output, in the order
- * its lane made it. *@failed: the item whose push failed. */
+/* Pushes the buffers and events of a chunk's output, in the order its lane
+ * made them. *@failed: the one whose push failed. */
 static GstFlowReturn
-push_released (GstGpuFanIn * self, FanInItem * item, guint64 session_id,
-    FanInItem ** failed)
+push_chunk_parts (GstGpuFanIn * self, std::vector<gpufan::PayloadPtr> & parts,
+    guint64 session_id, FanInItem ** failed)
 {
-  *failed = item;
-  if (G_LIKELY (!item->chunk))
-    return push_item (self, item, session_id);
-  for (gpufan::PayloadPtr & part : *item->chunk) {
+  for (gpufan::PayloadPtr & part : parts) {
     auto * sub = static_cast<FanInItem *> (part.get ());
     retime_chunk_item (self->priv, sub);
     GstFlowReturn ret = push_item (self, sub, session_id);
@@ -227,6 +226,18 @@ push_released (GstGpuFanIn * self, FanInItem * item, guint64 session_id,
     }
   }
   return GST_FLOW_OK;
+}
+
+/* A released item: one buffer or event, or a chunk's output, in the order
+ * its lane made it. *@failed: the item whose push failed. */
+static GstFlowReturn
+push_released (GstGpuFanIn * self, FanInItem * item, guint64 session_id,
+    FanInItem ** failed)
+{
+  *failed = item;
+  if (G_LIKELY (!item->chunk))
+    return push_item (self, item, session_id);
+  return push_chunk_parts (self, *item->chunk, session_id, failed);
 }
 
 /* The output batch taken from the window has gone downstream (or been
@@ -256,6 +267,64 @@ hand_over (const std::shared_ptr<gpufan::Session> & session,
   }
   return session->Arrive (arrival->lane, arrival->seq, arrival->pts,
       std::move (arrival->payload), wake_output);
+}
+
+/* A push downstream returned @ret (not OK) for @item: the output stops as
+ * GstQueue's does (downstream's EOS ends it quietly). */
+static void
+output_failed (GstGpuFanIn * self, GstFlowReturn ret, FanInItem * item,
+    bool * pause)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
+  priv->src_ret = ret;
+  if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
+    if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
+      GST_ELEMENT_FLOW_ERROR (self, ret);
+    gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+  }
+  if (ret != GST_FLOW_EOS) {
+    priv->output_stopped = true;
+    *pause = true;
+  }
+}
+
+/* Chunk mode: the window's head is a chunk whose lane is still returning its
+ * output. What it returned so far goes downstream now, in its turn (nothing
+ * is ahead of the head), instead of waiting for the chunk's drain: a chunk
+ * longer than a branch's buffer pool would otherwise never be drained (its
+ * elements wait for buffers the fan-in holds), and its frames leave earlier.
+ * Called with output_lock held, after a batch. */
+static void
+stream_head_chunk_locked (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, bool * pause)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  if (!priv->chunks_seen.load (std::memory_order_relaxed) || *pause)
+    return;
+  std::optional<guint64> head = session->PendingHeadSeq ();
+  if (!head)
+    return;
+  std::vector<gpufan::PayloadPtr> parts;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    if (gst_gpufan_in_output_halted_unlocked (priv))
+      return;
+    for (auto & kv : priv->pads) {
+      PadState & state = kv.second;
+      if (state.chunk && state.chunk_seq == *head && state.paired
+          && state.session == session) {
+        parts.swap (*state.chunk->chunk);
+        break;
+      }
+    }
+  }
+  if (parts.empty ())
+    return;
+  FanInItem * failed = nullptr;
+  GstFlowReturn ret = push_chunk_parts (self, parts, session->id (), &failed);
+  if (ret != GST_FLOW_OK)
+    output_failed (self, ret, failed, pause);
 }
 
 /* Takes one batch from the window (after putting @arrival's item into it,
@@ -306,19 +375,10 @@ output_batch_locked (GstGpuFanIn * self,
     if (ret == GST_FLOW_OK)
       continue;
 
-    GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
-    priv->src_ret = ret;
-    if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
-      if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
-        GST_ELEMENT_FLOW_ERROR (self, ret);
-      gst_pad_push_event (self->srcpad, gst_event_new_eos ());
-    }
-    if (ret != GST_FLOW_EOS) {
-      priv->output_stopped = true;
-      *pause = true;
-    }
+    output_failed (self, ret, item, pause);
     break; /* the rest of the batch is dropped */
   }
+  stream_head_chunk_locked (self, session, pause);
   mark_batch_done (priv);
   *generation = batch.generation;
   const bool any = !batch.items.empty ();
@@ -373,6 +433,33 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
     }
     if (!priv->output_pending.load () || !out.try_lock ())
       return arrived;
+  }
+}
+
+void
+gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  if (priv->live.load ()) {
+    /* only the task pushes (see GstGpuFanInPrivate::live) */
+    session->WakeOutput ();
+    return;
+  }
+  bool pause = false;
+  guint64 generation;
+  {
+    std::lock_guard<gpufan::Mutex> out (priv->output_lock);
+    /* a batch first: what is attached before the head leaves before it */
+    output_batch_locked (self, session, nullptr, nullptr, &generation, &pause);
+  }
+  gst_gpufan_in_maybe_post_latency (self);
+  if (pause) {
+    {
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
+      gst_gpufan_in_wake_output_unlocked (self);
+    }
+    gst_pad_pause_task (self->srcpad);
   }
 }
 

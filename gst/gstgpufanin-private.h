@@ -245,6 +245,9 @@ struct GstGpuFanInPrivate {
    * items by the latency, which would raise the measured latency, which
    * would hold it longer. */
   std::atomic<bool> live{ false };
+  /* A chunk-start came (chunk mode): the output looks for a head chunk whose
+   * output it can send before the chunk's drain. */
+  std::atomic<bool> chunks_seen{ false };
 
   ~GstGpuFanInPrivate ()
   {
@@ -275,6 +278,10 @@ void gst_gpufan_in_setup_sink_pad (GstPad * pad);
 void gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self);
 void gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self);
 GstFlowReturn gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item);
+/* Chunk mode: the window's head chunk got more output from its lane: it goes
+ * downstream now (or the task is woken to send it). */
+void gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session);
 gpufan::Arrival gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::Session> & session,
     PendingArrival && arrival);

@@ -126,6 +126,8 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
   if (chunk_seq) {
     /* the chunk is alive: its stall clock starts again */
     session->NoteProgress (lane, *chunk_seq);
+    if (session->PendingHeadSeq () == chunk_seq)
+      gst_gpufan_in_stream_chunk (self, session);
     return priv->src_ret.load ();
   }
   ItemId id = identify_item (obj, session->id ());
@@ -276,6 +278,7 @@ handle_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   if (!session || session->id () != session_id)
     return FALSE;
   gst_event_unref (event);
+  self->priv->chunks_seen = true;
   /* the previous chunk's drain did not come through: it ended here */
   end_chunk (self, pad, std::nullopt);
   std::lock_guard<gpufan::Mutex> lk (self->priv->lock);

@@ -35,6 +35,13 @@ void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
     it->work_scale = std::min(1.0, static_cast<double>(nominal) / units);
 }
 
+std::optional<uint64_t> Session::PendingHeadSeq() const {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (!window_.HeadPending())
+    return std::nullopt;
+  return window_.head_seq();
+}
+
 bool Session::WaitSettled(uint32_t lane, uint64_t seq) {
   std::unique_lock<Mutex> lock(mutex_);
   bool settled = false;

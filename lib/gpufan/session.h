@@ -302,6 +302,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void WakeOutput();
   // True when nothing awaited is in the window.
   bool WindowEmpty() const;
+  // The window's head while it is pending (nothing before it is left to
+  // release but what is attached to it): chunk mode sends a head chunk's
+  // output as it comes.
+  std::optional<uint64_t> PendingHeadSeq() const;
   // Since when every item is accounted for (delivered, proven dropped or
   // given up) after the input ended; kNoTime while that is not so.
   int64_t AccountedForSinceNs() const;

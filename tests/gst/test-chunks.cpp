@@ -506,6 +506,76 @@ TEST(ChunkHostile, TheOnlyLanePausingLongerThanTheStallTimeoutRecovers) {
   gst_structure_free(s);
 }
 
+namespace {
+
+// Gives every buffer through a pad a buffer of a pool of `max` (a copy),
+// waiting for one to come back when all are out: a branch whose element
+// allocates from a small pool, as hardware decoders and converters do.
+struct SmallPool {
+  GstBufferPool *pool = nullptr;
+  explicit SmallPool(guint max) {
+    pool = gst_buffer_pool_new();
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, nullptr, 64 * 64, 0, max);
+    gst_buffer_pool_set_config(pool, config);
+    gst_buffer_pool_set_active(pool, TRUE);
+  }
+  ~SmallPool() {
+    gst_buffer_pool_set_active(pool, FALSE);
+    gst_object_unref(pool);
+  }
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<SmallPool *>(user_data);
+    GstBuffer *in = GST_PAD_PROBE_INFO_BUFFER(info);
+    GstBuffer *out = nullptr;
+    if (gst_buffer_pool_acquire_buffer(self->pool, &out, nullptr) !=
+        GST_FLOW_OK)
+      return GST_PAD_PROBE_DROP;  // flushing: the test is over
+    gst_buffer_copy_into(out, in, GST_BUFFER_COPY_METADATA, 0, -1);
+    GstMapInfo map;
+    if (gst_buffer_map(out, &map, GST_MAP_WRITE)) {
+      gst_buffer_extract(in, 0, map.data,
+                         MIN(map.size, gst_buffer_get_size(in)));
+      gst_buffer_unmap(out, &map);
+    }
+    gst_buffer_unref(in);
+    GST_PAD_PROBE_INFO_DATA(info) = out;
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+// Ends the pools' waits before the pipeline goes down (declared after it,
+// so destroyed first): a hung test must not hang its teardown too.
+struct FlushPoolsFirst {
+  std::vector<SmallPool *> pools;
+  ~FlushPoolsFirst() {
+    for (SmallPool *p : pools)
+      gst_buffer_pool_set_flushing(p->pool, TRUE);
+  }
+};
+
+}  // namespace
+
+// Lanes whose branch takes its buffers from a pool of 4, chunks of 10: the
+// head chunk's output goes downstream as it comes (the fan-in does not hold
+// it until the drain, which would never come), and a later chunk's lane waits
+// for its pool until its chunk is the head. Everything out, in order.
+TEST(ChunkFrames, BranchesWithPoolsSmallerThanAChunkDoNotDeadlock) {
+  constexpr int kFrames = 200;
+  SmallPool pool0(4), pool1(4);
+  LaunchedPipeline p(TwoLanes(kFrames, "chunk=frames chunk-frames=10",
+                              "identity name=b0", "queue ! identity name=b1"));
+  ASSERT_TRUE(p.ok());
+  FlushPoolsFirst flush{{&pool0, &pool1}};
+  p.Stamp("src", "src");
+  p.AddProbe("b0", "src", GST_PAD_PROBE_TYPE_BUFFER, &SmallPool::Probe, &pool0);
+  p.AddProbe("b1", "src", GST_PAD_PROBE_TYPE_BUFFER, &SmallPool::Probe, &pool1);
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos());
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kFrames)) << out.Summary();
+}
+
 // -------------------------------------------------------------- seeks ---
 
 // Flushing seeks while chunks are in their lanes, some lanes draining, some
