@@ -305,17 +305,24 @@ stream_head_chunk_locked (GstGpuFanIn * self,
   std::optional<guint64> head = session->PendingHeadSeq ();
   if (!head)
     return;
-  std::vector<gpufan::PayloadPtr> parts;
+  std::vector<gpufan::PayloadPtr> parts, late;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     if (gst_gpufan_in_output_halted_unlocked (priv))
       return;
     for (auto & kv : priv->pads) {
       PadState & state = kv.second;
-      if (state.chunk && state.chunk_seq == *head && state.paired
-          && state.session == session) {
+      if (!state.chunk || state.chunk->chunk->empty () || !state.paired
+          || state.session != session)
+        continue;
+      if (state.chunk_seq == *head)
         parts.swap (*state.chunk->chunk);
-        break;
+      else if (!session->IsOpen (state.chunk_seq)) {
+        /* given up (this batch may have done it): its output is late, and
+         * holding it would keep a branch's buffers from its pool */
+        for (gpufan::PayloadPtr & p : *state.chunk->chunk)
+          late.push_back (std::move (p));
+        state.chunk->chunk->clear ();
       }
     }
   }
@@ -446,20 +453,34 @@ gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
     session->WakeOutput ();
     return;
   }
-  bool pause = false;
-  guint64 generation;
-  {
-    std::lock_guard<gpufan::Mutex> out (priv->output_lock);
+  /* As gst_gpufan_in_output_from_lane: never wait for the output (a push
+   * blocked downstream must not hold the head chunk's lane, whose progress
+   * keeps the chunk alive); its holder looks at output_pending when it lets
+   * go, and streams the head chunk after its batch. */
+  std::unique_lock<gpufan::Mutex> out (priv->output_lock, std::try_to_lock);
+  if (!out.owns_lock ()) {
+    priv->output_pending = true;
+    if (!out.try_lock ())
+      return;
+  }
+  for (;;) {
+    priv->output_pending = false;
+    bool pause = false;
+    guint64 generation;
     /* a batch first: what is attached before the head leaves before it */
     output_batch_locked (self, session, nullptr, nullptr, &generation, &pause);
-  }
-  gst_gpufan_in_maybe_post_latency (self);
-  if (pause) {
-    {
-      std::lock_guard<gpufan::Mutex> lk (priv->lock);
-      gst_gpufan_in_wake_output_unlocked (self);
+    out.unlock ();
+    gst_gpufan_in_maybe_post_latency (self);
+    if (pause) {
+      {
+        std::lock_guard<gpufan::Mutex> lk (priv->lock);
+        gst_gpufan_in_wake_output_unlocked (self);
+      }
+      gst_pad_pause_task (self->srcpad);
+      return;
     }
-    gst_pad_pause_task (self->srcpad);
+    if (!priv->output_pending.load () || !out.try_lock ())
+      return;
   }
 }
 

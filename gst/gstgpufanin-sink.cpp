@@ -124,10 +124,30 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
       return not_fed_by_fanout (self, pad, obj, conflict);
   }
   if (chunk_seq) {
-    /* the chunk is alive: its stall clock starts again */
-    session->NoteProgress (lane, *chunk_seq);
-    if (session->PendingHeadSeq () == chunk_seq)
-      gst_gpufan_in_stream_chunk (self, session);
+    /* counts as progress; the head chunk's output leaves as it comes */
+    switch (session->ChunkOutput (lane, *chunk_seq)) {
+      case gpufan::Session::ChunkState::kHead:
+        gst_gpufan_in_stream_chunk (self, session);
+        break;
+      case gpufan::Session::ChunkState::kWaiting:
+        break;
+      case gpufan::Session::ChunkState::kGone: {
+        /* given up: what it returns is late; holding it would only keep a
+         * branch's buffers from its pool */
+        std::vector<gpufan::PayloadPtr> late;
+        {
+          std::lock_guard<gpufan::Mutex> lk (priv->lock);
+          auto it = priv->pads.find (pad);
+          if (it != priv->pads.end () && it->second.chunk
+              && it->second.chunk_seq == *chunk_seq)
+            late.swap (*it->second.chunk->chunk);
+        }
+        GST_LOG_OBJECT (pad,
+            "chunk %" G_GUINT64_FORMAT " was given up: %zu outputs dropped",
+            *chunk_seq, late.size ());
+        break;
+      }
+    }
     return priv->src_ret.load ();
   }
   ItemId id = identify_item (obj, session->id ());

@@ -117,11 +117,14 @@ enum class Queued {
  * at an event: the worker took an item (it notifies producer_waiting), the
  * lane stopped or stalled (lane_changed_unlocked, lane_note_stalled), the
  * sink pad was deactivated (it wakes the lanes). A lane the Session stalled
- * does not hold the rest of a chunk: the chunk is cut (kStalled). The first
- * buffer of a chunk waits: the Session gave the chunk to this lane, the
- * only one it could (a stalled lane is its last resort). */
+ * does not hold a chunk (kStalled): the rest of it, or all of it when it
+ * has not begun, goes elsewhere. Unless the lane was the Session's last
+ * resort (@last_resort: stalled when it was picked, no other lane could
+ * take the chunk): then the chunk's first buffer waits for room, and asks
+ * again every stall-timeout (another lane may have come back). */
 static Queued
-chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item)
+chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
+    bool last_resort)
 {
   gpufan::Session & session = *self->priv->session;
   const size_t limit = chunk_queue_limit (self);
@@ -134,14 +137,27 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item)
         return Queued::kStopped;
       if (lane->queue.size () < limit)
         break;
+      bool stalled = false;
       if (lane->stalled) {
-        if (!session.IsLaneStalled (lane->id))
+        stalled = session.IsLaneStalled (lane->id);
+        if (!stalled)
           lane->stalled = false; /* it answered again meanwhile */
-        else if (!item.chunk_first)
-          return Queued::kStalled;
       }
       lane->producer_waiting = true;
-      lane->cond.wait (lk);
+      if (stalled && !(item.chunk_first && last_resort)) {
+        lane->producer_waiting = false;
+        return Queued::kStalled;
+      }
+      if (stalled) {
+        const auto deadline = std::chrono::steady_clock::now ()
+            + std::chrono::nanoseconds (session.stall_timeout_ns ());
+        if (lane->cond.wait_until (lk, deadline) == std::cv_status::timeout) {
+          lane->producer_waiting = false;
+          return Queued::kStalled;
+        }
+      } else {
+        lane->cond.wait (lk);
+      }
       lane->producer_waiting = false;
     }
     wake = lane->worker_waiting;
@@ -203,7 +219,8 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
     item.awaited = first && d.awaited;
     item.caps_epoch = priv->caps_epoch.load ();
     LanePtr lane = chunk.lane;
-    switch (chunk_enqueue (self, lane, std::move (item))) {
+    switch (
+        chunk_enqueue (self, lane, std::move (item), first && d.last_resort)) {
       case Queued::kOk:
         chunk.frames++;
         /* its input arriving is progress: a chunk that waits for upstream
@@ -212,6 +229,13 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
         maybe_post_interval_stats (self);
         return GST_FLOW_OK;
       case Queued::kStalled:
+        if (first) {
+          /* it never began: all of it goes to the lane the Session picks
+           * now (this one only as its last resort) */
+          priv->session->WithdrawItem (lane->id, chunk.seq);
+          chunk.lane = nullptr;
+          break;
+        }
         /* the rest of the chunk goes elsewhere; the lane drains what it
          * took if it ever answers again */
         GST_DEBUG_OBJECT (self,

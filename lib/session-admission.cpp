@@ -278,7 +278,9 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   }
   if (first_dispatch_ns_ == kNoTime)
     first_dispatch_ns_ = now_ns;
-  return Dispatch{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
+  Dispatch d{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
+  d.last_resort = lane.stalled;
+  return d;
 }
 
 bool Session::MarkStarted(uint32_t lane, uint64_t seq, bool woken) {

@@ -35,6 +35,21 @@ void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
     it->work_scale = std::min(1.0, static_cast<double>(nominal) / units);
 }
 
+Session::ChunkState Session::ChunkOutput(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (window_.HeadPending() && window_.head_seq() == seq &&
+      window_.head_lane() == lane) {
+    window_.RestartHeadClock(clock_->NowNs());
+    return ChunkState::kHead;
+  }
+  return window_.IsOpen(seq) ? ChunkState::kWaiting : ChunkState::kGone;
+}
+
+bool Session::IsOpen(uint64_t seq) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return window_.IsOpen(seq);
+}
+
 std::optional<uint64_t> Session::PendingHeadSeq() const {
   std::lock_guard<Mutex> lock(mutex_);
   if (!window_.HeadPending())

@@ -98,6 +98,9 @@ struct Dispatch {
   // Some eligible lane is joining (a fan-in claimed other lanes, not this
   // one yet): the fan-out should probe its branch again.
   bool lanes_joining = false;
+  // The lane was stalled when it was picked: no other lane could take the
+  // item (a stalled lane is the policies' last resort).
+  bool last_resort = false;
 };
 
 enum class PushOutcome {
@@ -306,6 +309,16 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // release but what is attached to it): chunk mode sends a head chunk's
   // output as it comes.
   std::optional<uint64_t> PendingHeadSeq() const;
+  // Chunk mode: an output of item `seq` came back from `lane`. Counts as
+  // progress (NoteProgress) and says where the item stands.
+  enum class ChunkState {
+    kHead,     // it heads the window: its output may leave now
+    kWaiting,  // it waits for earlier items
+    kGone,     // given up or forgotten: its output is late
+  };
+  ChunkState ChunkOutput(uint32_t lane, uint64_t seq);
+  // True while item `seq` has its slot in the window.
+  bool IsOpen(uint64_t seq) const;
   // Since when every item is accounted for (delivered, proven dropped or
   // given up) after the input ended; kNoTime while that is not so.
   int64_t AccountedForSinceNs() const;

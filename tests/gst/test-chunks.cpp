@@ -374,7 +374,13 @@ GstPadProbeReturn DropEos(GstPad *, GstPadProbeInfo *info, gpointer) {
 // stall-timeout without progress, the fan-out cuts it short and sends the
 // rest of the stream to the other lane; what comes out is in order and
 // everything the healthy lane processed is there.
-TEST(ChunkHostile, ALaneThatBlocksMidChunkCostsOneStallTimeout) {
+namespace {
+
+// Round-robin over 2 lanes, chunks of 10, lane 1 blocking on its
+// `block_at`-th buffer. Blocking at its 11th, lane 1's queue fills with its
+// later chunks and the chunk that finds it full is a fresh one (its first
+// buffer); at its 15th, a chunk in the middle.
+void BlockMidChunk(int block_at) {
   constexpr int kFrames = 200;
   LaunchedPipeline p(
       TwoLanes(kFrames, "chunk=frames chunk-frames=10 policy=round-robin",
@@ -382,6 +388,7 @@ TEST(ChunkHostile, ALaneThatBlocksMidChunkCostsOneStallTimeout) {
   ASSERT_TRUE(p.ok());
   p.Stamp("src", "src");
   Blocker blocker;
+  blocker.at = block_at;
   p.AddProbe("b1", "sink", GST_PAD_PROBE_TYPE_BUFFER, &Blocker::Probe,
              &blocker);
   RecordLog& b0 = p.Record("b0", "src");
@@ -405,6 +412,18 @@ TEST(ChunkHostile, ALaneThatBlocksMidChunkCostsOneStallTimeout) {
   ASSERT_NE(l1, nullptr);
   EXPECT_GE(StatsU64(l1, "timed-out"), 1u);
   gst_structure_free(s);
+}
+
+}  // namespace
+
+TEST(ChunkHostile, ALaneThatBlocksMidChunkCostsOneStallTimeout) {
+  BlockMidChunk(15);
+}
+
+// The chunk that finds the blocked lane full was given to it before the lane
+// stalled: once it stalls, the whole chunk goes to the other lane.
+TEST(ChunkHostile, AFreshChunkWaitingForABlockedLaneGoesElsewhere) {
+  BlockMidChunk(11);
 }
 
 // A lane that swallows EOS cannot be drained: each of its chunks is given up
