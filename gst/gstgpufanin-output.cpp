@@ -393,27 +393,34 @@ output_batch_locked (GstGpuFanIn * self,
   return any;
 }
 
-/* An item came out of a lane: into the window, and what it makes releasable
- * goes downstream from this thread, unless another thread holds the output
- * (that one takes it too: it looks at output_pending once it let go). */
-gpufan::Arrival
-gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, PendingArrival && arrival)
+/* Outputs from the calling thread (a lane's): @arrival (or nothing) into
+ * the window, then what may leave goes downstream from here, unless another
+ * thread holds the output (that one takes it too: it looks at
+ * output_pending once it let go). Never waits for the output: a push blocked
+ * downstream must not hold a lane. */
+static gpufan::Arrival
+output_from_this_thread (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, PendingArrival * arrival)
 {
   GstGpuFanInPrivate * priv = self->priv;
   gpufan::Arrival arrived;
-  PendingArrival * pending = &arrival;
+  PendingArrival * pending = arrival;
 
   if (priv->live.load ()) {
-    /* The task takes it: the arrival moves WaitOutput's generation. */
-    arrived = hand_over (session, &arrival, true);
+    /* The task takes it: the arrival (or WakeOutput) moves WaitOutput's
+     * generation. */
+    if (arrival)
+      arrived = hand_over (session, arrival, true);
+    else
+      session->WakeOutput ();
     priv->output_pending = true;
     return arrived;
   }
 
   std::unique_lock<gpufan::Mutex> out (priv->output_lock, std::try_to_lock);
   if (!out.owns_lock ()) {
-    arrived = hand_over (session, &arrival);
+    if (arrival)
+      arrived = hand_over (session, arrival);
     priv->output_pending = true;
     /* the holder may have let go before it could see output_pending */
     if (!out.try_lock ())
@@ -443,45 +450,20 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
   }
 }
 
+gpufan::Arrival
+gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, PendingArrival && arrival)
+{
+  return output_from_this_thread (self, session, &arrival);
+}
+
 void
 gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::Session> & session)
 {
-  GstGpuFanInPrivate * priv = self->priv;
-  if (priv->live.load ()) {
-    /* only the task pushes (see GstGpuFanInPrivate::live) */
-    session->WakeOutput ();
-    return;
-  }
-  /* As gst_gpufan_in_output_from_lane: never wait for the output (a push
-   * blocked downstream must not hold the head chunk's lane, whose progress
-   * keeps the chunk alive); its holder looks at output_pending when it lets
-   * go, and streams the head chunk after its batch. */
-  std::unique_lock<gpufan::Mutex> out (priv->output_lock, std::try_to_lock);
-  if (!out.owns_lock ()) {
-    priv->output_pending = true;
-    if (!out.try_lock ())
-      return;
-  }
-  for (;;) {
-    priv->output_pending = false;
-    bool pause = false;
-    guint64 generation;
-    /* a batch first: what is attached before the head leaves before it */
-    output_batch_locked (self, session, nullptr, nullptr, &generation, &pause);
-    out.unlock ();
-    gst_gpufan_in_maybe_post_latency (self);
-    if (pause) {
-      {
-        std::lock_guard<gpufan::Mutex> lk (priv->lock);
-        gst_gpufan_in_wake_output_unlocked (self);
-      }
-      gst_pad_pause_task (self->srcpad);
-      return;
-    }
-    if (!priv->output_pending.load () || !out.try_lock ())
-      return;
-  }
+  /* a batch (what is attached before the head leaves before it), then the
+   * head chunk's output (stream_head_chunk_locked) */
+  output_from_this_thread (self, session, nullptr);
 }
 
 void

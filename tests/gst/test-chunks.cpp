@@ -464,7 +464,9 @@ TEST(ChunkEncoder, LanesThatDisagreeOnTheCapsOfOneInputAreAnError) {
       enc + " ! video/x-h264,profile=baseline ! m.sink_0  f.src_1 ! " + enc +
       " ! video/x-h264,profile=high ! m.sink_1");
   ASSERT_TRUE(p.ok());
-  ASSERT_TRUE(p.Play());
+  // the error may come while the pipeline prerolls: the state change then
+  // fails, and that is not what is tested
+  p.Play();
   GstMessage *end = p.WaitEosOrError(kLongWait);
   ASSERT_NE(end, nullptr);
   ASSERT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_ERROR);
