@@ -11,14 +11,19 @@
 
 namespace gpufan {
 
-void Session::NoteProgress(uint32_t lane, uint64_t seq) {
-  std::lock_guard<Mutex> lock(mutex_);
+bool Session::NoteProgressUnlocked(uint32_t lane, uint64_t seq) {
   if (!window_.HeadPending() || window_.head_seq() != seq ||
       window_.head_lane() != lane)
-    return;
+    return false;
   // The output's wait ends at the old deadline, finds the head not due and
   // waits again (one wake-up per stall-timeout, not one per frame).
   window_.RestartHeadClock(clock_->NowNs());
+  return true;
+}
+
+void Session::NoteProgress(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  NoteProgressUnlocked(lane, seq);
 }
 
 void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
@@ -37,11 +42,8 @@ void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
 
 Session::ChunkState Session::ChunkOutput(uint32_t lane, uint64_t seq) {
   std::lock_guard<Mutex> lock(mutex_);
-  if (window_.HeadPending() && window_.head_seq() == seq &&
-      window_.head_lane() == lane) {
-    window_.RestartHeadClock(clock_->NowNs());
+  if (NoteProgressUnlocked(lane, seq))
     return ChunkState::kHead;
-  }
   return window_.IsOpen(seq) ? ChunkState::kWaiting : ChunkState::kGone;
 }
 

@@ -429,6 +429,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Items @lane's queue holds (Scheduler::LaneQueueLimit).
   uint32_t LaneQueueLimitUnlocked(const Lane& lane) const;
   void UpdateSpreadAllowanceUnlocked();
+  // NoteProgress's work; true when `seq` of `lane` heads the window.
+  bool NoteProgressUnlocked(uint32_t lane, uint64_t seq);
   Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
   void DecrementInFlightUnlocked();

@@ -149,4 +149,12 @@ class LaunchedPipeline {
   std::vector<std::pair<GstPad *, gulong>> probes_;
 };
 
+// Plays `p` and makes `seeks` flushing seeks (each under a bounded wait; new
+// data must reach `out` after every `check_every`-th), then one with a stop
+// position `last` frames in: the stream must end in EOS (never ERROR), with
+// exactly that segment's frames in order after the last FLUSH_STOP, and one
+// FLUSH_START and one FLUSH_STOP out per seek. `out` records the sink.
+void CheckFlushingSeeks(LaunchedPipeline& p, RecordLog& out, int seeks,
+                        int check_every, int last);
+
 }  // namespace gpufan_test

@@ -450,60 +450,7 @@ void FlushingSeeks(int lanes, int seeks) {
   }));
   ASSERT_TRUE(p.ok());
   RecordLog& out = p.Record("out", "sink");
-  ASSERT_TRUE(p.Play());
-  ASSERT_TRUE(out.WaitBuffers(10)) << out.Summary(20);
-  Source runner;  // runs each seek under a bounded wait
-  for (int i = 0; i < seeks; i++) {
-    const GstClockTime position = (i * 37 % 500) * kFrame;
-    bool ok = false;
-    ASSERT_TRUE(runner.Run(
-        [&] {
-          ok = gst_element_seek_simple(p.get(), GST_FORMAT_TIME,
-                                       GST_SEEK_FLAG_FLUSH, position);
-        },
-        kWait, "flushing seek"))
-        << "seek " << i << " hung";
-    ASSERT_TRUE(ok) << "seek " << i << " refused";
-    if (i % 20 == 0) {
-      const size_t n = out.Buffers();
-      ASSERT_TRUE(out.WaitBuffers(n + 1)) << "no data after seek " << i;
-    }
-  }
-  constexpr int kLast = 50;  // frames of the final segment
-  bool ok = false;
-  ASSERT_TRUE(runner.Run(
-      [&] {
-        ok = gst_element_seek(p.get(), 1.0, GST_FORMAT_TIME,
-                              GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET, 0,
-                              GST_SEEK_TYPE_SET, kLast * kFrame);
-      },
-      kWait, "final seek"));
-  ASSERT_TRUE(ok) << "the final seek was refused";
-  GstMessage *m = p.WaitEosOrError(kLongWait);
-  ASSERT_NE(m, nullptr) << "no EOS after the seeks";
-  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS) << p.bus().ErrorsText();
-  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-
-  std::vector<Entry> entries = out.Snapshot();
-  size_t start = 0;
-  for (size_t k = 0; k < entries.size(); k++)
-    if (entries[k].type() == GST_EVENT_FLUSH_STOP)
-      start = k + 1;
-  ASSERT_GT(start, 0u) << "no FLUSH_STOP reached the sink";
-  std::vector<int64_t> last;
-  size_t eos = 0;
-  for (size_t k = start; k < entries.size(); k++) {
-    if (entries[k].is_buffer)
-      last.push_back(entries[k].pts_index);
-    if (entries[k].type() == GST_EVENT_EOS)
-      eos++;
-  }
-  EXPECT_TRUE(IsSequence(last, 0, kLast)) << "after the final seek";
-  EXPECT_EQ(eos, 1u);
-  EXPECT_EQ(out.Events(GST_EVENT_FLUSH_STOP), static_cast<size_t>(seeks) + 1)
-      << "one FLUSH_STOP out per seek";
-  EXPECT_EQ(out.Events(GST_EVENT_FLUSH_START), static_cast<size_t>(seeks) + 1)
-      << "one FLUSH_START out per seek";
+  CheckFlushingSeeks(p, out, seeks, 20, 50);
 }
 
 }  // namespace
