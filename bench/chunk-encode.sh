@@ -50,6 +50,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=bench/timed-run.sh
+source bench/timed-run.sh
 build_dir=${BUILD_DIR:-build}
 [[ $build_dir == /* ]] || build_dir=$root/$build_dir
 frames=600
@@ -123,14 +125,7 @@ for k in 0 1; do
 done
 
 # One whole process; appends "wall user sys" to $tmp/$1.times.
-run() {
-  local which=$1 desc
-  desc=${!which}
-  local TIMEFORMAT='%R %U %S'
-  # shellcheck disable=SC2086  # the description is split into words
-  { time gst-launch-1.0 -q $desc >"$tmp/$which.log" 2>&1; } 2>>"$tmp/$which.times" ||
-    { echo "chunk-encode: variant $which failed:" >&2; cat "$tmp/$which.log" >&2; exit 1; }
-}
+run() { bench_timed_run "$1" "${!1}" "$tmp" chunk-encode; }
 
 echo "chunk-encode: $frames frames ${width}x$height I420 (videotestsrc pattern=$pattern" \
   "horizontal-speed=3), chunk-frames=$chunk${x264_opts:+, x264enc $x264_opts}, $reps runs" \

@@ -27,6 +27,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=bench/timed-run.sh
+source bench/timed-run.sh
 build_dir=${BUILD_DIR:-build}
 frames=300000
 reps=7
@@ -71,15 +73,8 @@ for k in 0 1; do
   stock+=" r.src_$k ! queue ! $lane ! m.sink_$k"
 done
 
-# One whole process; appends "wall user sys" to $tmp/$1.
-run() {
-  local which=$1 desc
-  desc=${!which}
-  local TIMEFORMAT='%R %U %S'
-  # shellcheck disable=SC2086  # the description is split into words
-  { time gst-launch-1.0 -q $desc >"$tmp/$which.log" 2>&1; } 2>>"$tmp/$which.times" ||
-    { echo "stock-compare: the $which pipeline failed:" >&2; cat "$tmp/$which.log" >&2; exit 1; }
-}
+# One whole process; appends "wall user sys" to $tmp/$1.times.
+run() { bench_timed_run "$1" "${!1}" "$tmp" stock-compare; }
 
 # Warm-up (registry, page cache); not counted.
 # shellcheck disable=SC2086
