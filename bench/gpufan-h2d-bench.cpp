@@ -1,10 +1,29 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // Host-to-device copy bandwidth from pageable memory and from the same memory
 // pinned with gpufan::cuda::RegisterHost(): the number behind the pinned
-// staging pools. Each copy is a cuMemcpyHtoDAsync on a non-blocking stream,
-// timed with CUDA events; the median of the repetitions is reported.
+// staging pools. Then device-to-device copy bandwidth on the same GPU, between
+// two device buffers of the same size: the ceiling of a copy that stays on
+// the device. Each copy is a cuMemcpyHtoDAsync (cuMemcpyDtoDAsync) on one
+// non-blocking stream, timed with CUDA events after untimed warm-ups; the
+// median of the repetitions is reported. GB/s are 10^9 bytes copied per
+// second: a device-to-device copy reads and writes each byte, so its device
+// memory traffic is twice its figure.
+//
+// The GPUs are the ones the plugin sees (gpufan::DeviceRegistry), each with
+// its NUMA node as hwloc places it (-1, "?" in the table: unknown).
 //
 //   gpufan-h2d-bench [--device N] [--size-mib S] [--reps R] [--json FILE]
+//
+// The table: "CUDA driver version: 12.2" (the newest CUDA version the driver
+// supports), a line saying what is measured, then per GPU: dev, name, pci,
+// numa, size MiB, pageable, pinned, ratio (pinned / pageable) and d2d, in GB/s.
+// The JSON (--json):
+//   {"benchmark": "h2d", "unit": "GB/s (1e9 B/s)", "size_bytes": N,
+//    "repetitions": R, "cuda_driver_version": "12.2" (null if unknown),
+//    "d2d_note": "...",
+//    "devices": [{"ordinal", "name", "uuid", "pci_bus_id", "numa_node",
+//                 "pageable_gbps", "pinned_gbps", "ratio", "d2d_gbps",
+//                 "pageable_ms", "pinned_ms", "d2d_ms" (every repetition)}]}
 //
 // Exit status: 0 measured, 77 no CUDA device (a skip, as meson and automake
 // read it), 1 a CUDA error, 2 bad arguments.
@@ -13,13 +32,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cuda-driver-private.h"
 #include "gpufan/cuda.h"
+#include "gpufan/device-registry.h"
 #include "gpufan/device.h"
+#include "json-text.h"
 
 namespace {
 
@@ -27,6 +49,10 @@ using gpufan::Device;
 using gpufan::cuda::PrimaryContext;
 using gpufan::cuda::StreamPool;
 using gpufan::cuda::internal::Driver;
+using gpufan_json::CloseJsonFile;
+using gpufan_json::JsonNumbers;
+using gpufan_json::JsonString;
+using gpufan_json::OpenJsonFile;
 
 constexpr int kExitSkip = 77;
 constexpr int kExitUsage = 2;
@@ -45,6 +71,7 @@ struct Result {
   size_t bytes = 0;
   std::vector<double> pageable_ms;
   std::vector<double> pinned_ms;
+  std::vector<double> d2d_ms;  // device to device, same GPU
 };
 
 void Usage(FILE *out) {
@@ -53,7 +80,7 @@ void Usage(FILE *out) {
                "[--reps R] [--json FILE]\n"
                "  --device N    only CUDA device N (default: every device)\n"
                "  --size-mib S  bytes per copy, in MiB (default 64)\n"
-               "  --reps R      timed copies per memory kind (default 20)\n"
+               "  --reps R      timed copies per kind (default 20)\n"
                "  --json FILE   also write the results as JSON to FILE\n");
 }
 
@@ -158,24 +185,24 @@ struct Registration {
   }
 };
 
-// Times `reps` copies of `bytes` from `host` to `device` on `stream`, after
-// kWarmUp untimed ones. Milliseconds per copy.
-std::vector<double> TimeCopies(const Driver& driver, CUdeviceptr device,
-                               const void *host, size_t bytes, CUstream stream,
-                               int reps) {
+// Times `reps` copies that `copy()` enqueues on `stream`, after kWarmUp
+// untimed ones. Milliseconds per copy.
+template <typename Copy>
+std::vector<double> TimeCopies(const Driver& driver, CUstream stream, int reps,
+                               const Copy& copy) {
   Event start{driver};
   Event stop{driver};
   GPUFAN_CU_CHECK(driver, cuEventCreate(&start.event, 0));
   GPUFAN_CU_CHECK(driver, cuEventCreate(&stop.event, 0));
   for (int i = 0; i < kWarmUp; ++i)
-    GPUFAN_CU_CHECK(driver, cuMemcpyHtoDAsync_v2(device, host, bytes, stream));
+    copy();
   GPUFAN_CU_CHECK(driver, cuStreamSynchronize(stream));
 
   std::vector<double> ms;
   ms.reserve(static_cast<size_t>(reps));
   for (int i = 0; i < reps; ++i) {
     GPUFAN_CU_CHECK(driver, cuEventRecord(start.event, stream));
-    GPUFAN_CU_CHECK(driver, cuMemcpyHtoDAsync_v2(device, host, bytes, stream));
+    copy();
     GPUFAN_CU_CHECK(driver, cuEventRecord(stop.event, stream));
     GPUFAN_CU_CHECK(driver, cuEventSynchronize(stop.event));
     float elapsed = 0.0f;
@@ -213,74 +240,73 @@ Result Measure(const Device& device, const Options& options) {
   DeviceMemory target{driver};
   GPUFAN_CU_CHECK(driver, cuMemAlloc_v2(&target.ptr, result.bytes));
 
-  result.pageable_ms = TimeCopies(driver, target.ptr, host.get(), result.bytes,
-                                  cu_stream, options.reps);
+  const auto host_to_device = [&] {
+    GPUFAN_CU_CHECK(driver, cuMemcpyHtoDAsync_v2(target.ptr, host.get(),
+                                                 result.bytes, cu_stream));
+  };
+  result.pageable_ms =
+      TimeCopies(driver, cu_stream, options.reps, host_to_device);
   {
     Registration registration;
     gpufan::cuda::RegisterHost(host.get(), result.bytes);
     registration.p = host.get();
-    result.pinned_ms = TimeCopies(driver, target.ptr, host.get(), result.bytes,
-                                  cu_stream, options.reps);
+    result.pinned_ms =
+        TimeCopies(driver, cu_stream, options.reps, host_to_device);
   }
+
+  // From the buffer the host copies filled to a second one on the same GPU.
+  DeviceMemory copy{driver};
+  GPUFAN_CU_CHECK(driver, cuMemAlloc_v2(&copy.ptr, result.bytes));
+  result.d2d_ms = TimeCopies(driver, cu_stream, options.reps, [&] {
+    GPUFAN_CU_CHECK(driver, cuMemcpyDtoDAsync_v2(copy.ptr, target.ptr,
+                                                 result.bytes, cu_stream));
+  });
   return result;
 }
 
-void PrintTable(const std::vector<Result>& results, int reps) {
-  std::printf("H2D copy, median of %d, GB/s = 10^9 B/s\n", reps);
-  std::printf("%-4s %-32s %-13s %9s %10s %8s %7s\n", "dev", "name", "pci",
-              "size MiB", "pageable", "pinned", "ratio");
+// What a device-to-device figure counts, for the JSON.
+constexpr char kD2dNote[] =
+    "d2d_gbps counts bytes copied; device memory traffic (read + write) is "
+    "twice that";
+
+void PrintTable(const std::vector<Result>& results, int reps,
+                const std::string& driver_version) {
+  std::printf("CUDA driver version: %s\n",
+              driver_version.empty() ? "?" : driver_version.c_str());
+  std::printf(
+      "H2D and D2D copies, median of %d, GB/s = 10^9 B copied/s "
+      "(D2D reads and writes: memory traffic is twice the d2d figure)\n",
+      reps);
+  std::printf("%-4s %-32s %-13s %4s %9s %10s %8s %7s %8s\n", "dev", "name",
+              "pci", "numa", "size MiB", "pageable", "pinned", "ratio", "d2d");
   for (const Result& r : results) {
     const double pageable = GBps(r.bytes, Median(r.pageable_ms));
     const double pinned = GBps(r.bytes, Median(r.pinned_ms));
-    std::printf("%-4d %-32.32s %-13s %9zu %10.2f %8.2f %7.2f\n", r.device.index,
-                r.device.name.c_str(), r.device.pci_bus_id.c_str(),
-                r.bytes >> 20, pageable, pinned,
-                pageable > 0.0 ? pinned / pageable : 0.0);
+    const std::string numa = r.device.numa_node >= 0
+                                 ? std::to_string(r.device.numa_node)
+                                 : std::string("?");
+    std::printf("%-4d %-32.32s %-13s %4s %9zu %10.2f %8.2f %7.2f %8.2f\n",
+                r.device.index, r.device.name.c_str(),
+                r.device.pci_bus_id.c_str(), numa.c_str(), r.bytes >> 20,
+                pageable, pinned, pageable > 0.0 ? pinned / pageable : 0.0,
+                GBps(r.bytes, Median(r.d2d_ms)));
   }
-}
-
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x",
-                    static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string JsonNumbers(const std::vector<double>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) {
-    char number[32];
-    std::snprintf(number, sizeof number, "%s%.6g", i > 0 ? ", " : "",
-                  values[i]);
-    out += number;
-  }
-  return out + "]";
 }
 
 bool WriteJson(const std::string& path, const std::vector<Result>& results,
-               const Options& options) {
-  FILE *out = std::fopen(path.c_str(), "w");
-  if (out == nullptr) {
-    std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
-                 std::strerror(errno));
+               const Options& options, const std::string& driver_version) {
+  FILE *out = OpenJsonFile(path);
+  if (out == nullptr)
     return false;
-  }
-  std::fprintf(out,
-               "{\n  \"benchmark\": \"h2d\",\n  \"unit\": \"GB/s (1e9 B/s)\","
-               "\n  \"size_bytes\": %zu,\n  \"repetitions\": %d,\n"
-               "  \"devices\": [",
-               options.size_mib << 20, options.reps);
+  std::fprintf(
+      out,
+      "{\n  \"benchmark\": \"h2d\",\n  \"unit\": \"GB/s (1e9 B/s)\","
+      "\n  \"size_bytes\": %zu,\n  \"repetitions\": %d,\n"
+      "  \"cuda_driver_version\": %s,\n  \"d2d_note\": %s,\n"
+      "  \"devices\": [",
+      options.size_mib << 20, options.reps,
+      driver_version.empty() ? "null" : JsonString(driver_version).c_str(),
+      JsonString(kD2dNote).c_str());
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     const double pageable = GBps(r.bytes, Median(r.pageable_ms));
@@ -288,22 +314,20 @@ bool WriteJson(const std::string& path, const std::vector<Result>& results,
     std::fprintf(
         out,
         "%s\n    {\"ordinal\": %d, \"name\": %s, \"uuid\": %s, "
-        "\"pci_bus_id\": %s,\n     \"pageable_gbps\": %.4f, "
-        "\"pinned_gbps\": %.4f, \"ratio\": %.4f,\n"
-        "     \"pageable_ms\": %s,\n     \"pinned_ms\": %s}",
+        "\"pci_bus_id\": %s, \"numa_node\": %d,\n"
+        "     \"pageable_gbps\": %.4f, \"pinned_gbps\": %.4f, "
+        "\"ratio\": %.4f, \"d2d_gbps\": %.4f,\n"
+        "     \"pageable_ms\": %s,\n     \"pinned_ms\": %s,\n"
+        "     \"d2d_ms\": %s}",
         i > 0 ? "," : "", r.device.index, JsonString(r.device.name).c_str(),
         JsonString(r.device.uuid).c_str(),
-        JsonString(r.device.pci_bus_id).c_str(), pageable, pinned,
-        pageable > 0.0 ? pinned / pageable : 0.0,
-        JsonNumbers(r.pageable_ms).c_str(), JsonNumbers(r.pinned_ms).c_str());
+        JsonString(r.device.pci_bus_id).c_str(), r.device.numa_node, pageable,
+        pinned, pageable > 0.0 ? pinned / pageable : 0.0,
+        GBps(r.bytes, Median(r.d2d_ms)), JsonNumbers(r.pageable_ms).c_str(),
+        JsonNumbers(r.pinned_ms).c_str(), JsonNumbers(r.d2d_ms).c_str());
   }
   std::fprintf(out, "\n  ]\n}\n");
-  if (std::fclose(out) != 0) {
-    std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
-                 std::strerror(errno));
-    return false;
-  }
-  return true;
+  return CloseJsonFile(out, path);
 }
 
 }  // namespace
@@ -314,10 +338,16 @@ int main(int argc, char **argv) {
   if (!ParseOptions(argc, argv, &options, &status))
     return status;
 
-  std::string why;
-  std::vector<Device> devices = gpufan::cuda::Discover(&why);
+  // As the plugin sees them: with their NUMA nodes (cuda::Discover() alone
+  // leaves those unknown).
+  const gpufan::DeviceRegistry registry = gpufan::DeviceRegistry::Discover();
+  std::vector<Device> devices;
+  std::copy_if(registry.devices().begin(), registry.devices().end(),
+               std::back_inserter(devices), [](const Device& d) {
+                 return d.kind == gpufan::DeviceKind::kCuda;
+               });
   if (devices.empty()) {
-    std::printf("no CUDA device: %s\n", why.c_str());
+    std::printf("no CUDA device: %s\n", registry.gpu_note().c_str());
     return kExitSkip;
   }
   if (options.device >= 0) {
@@ -333,15 +363,21 @@ int main(int argc, char **argv) {
   }
 
   std::vector<Result> results;
+  std::string driver_version;
   try {
+    const Driver& driver = gpufan::cuda::internal::RequireDriver();
+    int version = 0;
+    GPUFAN_CU_CHECK(driver, cuDriverGetVersion(&version));
+    driver_version = gpufan::cuda::internal::FormatDriverVersion(version);
     for (const Device& device : devices)
       results.push_back(Measure(device, options));
   } catch (const gpufan::cuda::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  PrintTable(results, options.reps);
-  if (!options.json.empty() && !WriteJson(options.json, results, options))
+  PrintTable(results, options.reps, driver_version);
+  if (!options.json.empty() &&
+      !WriteJson(options.json, results, options, driver_version))
     return 1;
   return 0;
 }

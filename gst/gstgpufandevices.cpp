@@ -7,7 +7,6 @@
 
 #include "gpufan/cuda.h"
 #include "gpufan/topology.h"
-#include "gstgpufantaskpool.h"
 
 namespace {
 
@@ -92,7 +91,7 @@ void
 gst_gpufan_device_to_structure (const gpufan::Device & device, GstStructure * s)
 {
   std::string description = device.Describe ();
-  std::string cpus = gst_gpufan_format_cpu_list (device.local_cpus);
+  std::string cpus = gpufan::FormatCpuList (device.local_cpus);
   gst_structure_set (s, "device", G_TYPE_STRING, description.c_str (),
       "device-kind", G_TYPE_STRING, gpufan::DeviceKindName (device.kind),
       "device-index", G_TYPE_INT, device.index, "device-name", G_TYPE_STRING,

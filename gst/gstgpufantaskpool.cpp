@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "gpufan/topology.h"
+
 GST_DEBUG_CATEGORY_STATIC (gst_gpufan_task_pool_debug);
 #define GST_CAT_DEFAULT gst_gpufan_task_pool_debug
 
@@ -28,24 +30,6 @@ G_DEFINE_TYPE_WITH_CODE (GstGpuFanTaskPool, gst_gpufan_task_pool,
     GST_DEBUG_CATEGORY_INIT (gst_gpufan_task_pool_debug, "gpufantaskpool", 0,
         "gpufan per-device worker threads"));
 
-std::string
-gst_gpufan_format_cpu_list (const std::vector<int> & cpus)
-{
-  std::string out;
-  for (size_t i = 0; i < cpus.size ();) {
-    size_t j = i;
-    while (j + 1 < cpus.size () && cpus[j + 1] == cpus[j] + 1)
-      ++j;
-    if (!out.empty ())
-      out += ",";
-    out += std::to_string (cpus[i]);
-    if (j > i)
-      out += "-" + std::to_string (cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 static void
 run_bound (GstGpuFanTaskPool * self, GstTaskPoolFunction func,
     gpointer user_data)
@@ -61,7 +45,7 @@ run_bound (GstGpuFanTaskPool * self, GstTaskPoolFunction func,
     else if (!priv->bind (priv->cpus, &why_not))
       outcome = "unbound: " + why_not;
     else
-      outcome = "bound to CPUs " + gst_gpufan_format_cpu_list (priv->cpus);
+      outcome = "bound to CPUs " + gpufan::FormatCpuList (priv->cpus);
     GST_DEBUG_OBJECT (self, "worker thread %s", outcome.c_str ());
     std::lock_guard<std::mutex> lk (priv->lock);
     priv->binding = outcome;

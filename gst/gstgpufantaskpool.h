@@ -29,6 +29,3 @@ GstGpuFanTaskPool * gst_gpufan_task_pool_new (const std::vector<int> & cpus,
 /* Outcome of the binding of the latest thread: "bound to CPUs 0-3",
  * "unbound: <why>", or "not started". */
 std::string gst_gpufan_task_pool_binding (GstGpuFanTaskPool * pool);
-
-/* "0-3,8" for {0,1,2,3,8}. */
-std::string gst_gpufan_format_cpu_list (const std::vector<int> & cpus);

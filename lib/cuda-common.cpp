@@ -158,6 +158,13 @@ std::string FormatUuid(const std::array<unsigned char, 16>& bytes) {
   return text;
 }
 
+std::string FormatDriverVersion(int version) {
+  if (version <= 0)
+    return std::string();
+  return std::to_string(version / 1000) + "." +
+         std::to_string(version % 1000 / 10);
+}
+
 std::string FormatCallError(int code, const char *name, const char *description,
                             const char *call, const char *file, int line) {
   std::string text = call;

@@ -2,7 +2,8 @@
 // Inside the CUDA back end: the driver loaded at run time (as GStreamer's
 // gstcudaloader and FFmpeg's ffnvcodec loader do it), the one checking helper
 // for its calls, and the pure formatting functions. Not installed. The
-// functions are exported only so that tests and the benchmark can reach them.
+// functions are exported only so that tests, the benchmark and
+// examples/gpufan-devices can reach them.
 #pragma once
 
 #include <array>
@@ -38,6 +39,10 @@ GPUFAN_API std::string NormalizePciBusId(const std::string& id);
 // and CUDA_VISIBLE_DEVICES use.
 GPUFAN_API std::string FormatUuid(const std::array<unsigned char, 16>& bytes);
 
+// cuDriverGetVersion's number (1000 * major + 10 * minor) -> "12.2" for
+// 12020. Empty for a number that is not positive.
+GPUFAN_API std::string FormatDriverVersion(int version);
+
 // The text of Error::what() for a failed call:
 // "cuMemAlloc_v2(&ptr, n) failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)
 // at lib/cuda.cpp:42". A null or empty `name` (the driver did not know the
@@ -61,6 +66,7 @@ typedef CUresult CUDAAPI tcuMemHostRegister_v2(void *p, size_t bytesize,
 typedef CUresult CUDAAPI tcuMemHostUnregister(void *p);
 typedef CUresult CUDAAPI tcuEventElapsedTime(float *milliseconds, CUevent start,
                                              CUevent end);
+typedef CUresult CUDAAPI tcuDriverGetVersion(int *driver_version);
 
 // From cuda.h (driver API); not in dynlink_cuda.h.
 inline constexpr unsigned int kMemHostRegisterPortable = 0x01;
@@ -77,6 +83,9 @@ struct GPUFAN_API Driver {
   std::string path;
 
   tcuInit *cuInit = nullptr;
+  // 1000 * major + 10 * minor: 12020 is CUDA 12.2, the newest CUDA version
+  // the driver supports (not the driver's own release number).
+  tcuDriverGetVersion *cuDriverGetVersion = nullptr;
   tcuGetErrorName *cuGetErrorName = nullptr;
   tcuGetErrorString *cuGetErrorString = nullptr;
   tcuDeviceGetCount *cuDeviceGetCount = nullptr;
@@ -101,6 +110,7 @@ struct GPUFAN_API Driver {
   tcuMemFree_v2 *cuMemFree_v2 = nullptr;
   tcuMemcpyHtoD_v2 *cuMemcpyHtoD_v2 = nullptr;
   tcuMemcpyHtoDAsync_v2 *cuMemcpyHtoDAsync_v2 = nullptr;
+  tcuMemcpyDtoDAsync_v2 *cuMemcpyDtoDAsync_v2 = nullptr;
   tcuEventCreate *cuEventCreate = nullptr;
   tcuEventRecord *cuEventRecord = nullptr;
   tcuEventSynchronize *cuEventSynchronize = nullptr;

@@ -62,6 +62,8 @@ std::unique_ptr<Driver> OpenDriver(const std::string& path,
   // unsuffixed ones are kept only for old binaries.
   const bool resolved =
       Resolve(lib, path, "cuInit", &d.cuInit, why_not) &&
+      Resolve(lib, path, "cuDriverGetVersion", &d.cuDriverGetVersion,
+              why_not) &&
       Resolve(lib, path, "cuGetErrorName", &d.cuGetErrorName, why_not) &&
       Resolve(lib, path, "cuGetErrorString", &d.cuGetErrorString, why_not) &&
       Resolve(lib, path, "cuDeviceGetCount", &d.cuDeviceGetCount, why_not) &&
@@ -95,6 +97,8 @@ std::unique_ptr<Driver> OpenDriver(const std::string& path,
       Resolve(lib, path, "cuMemFree_v2", &d.cuMemFree_v2, why_not) &&
       Resolve(lib, path, "cuMemcpyHtoD_v2", &d.cuMemcpyHtoD_v2, why_not) &&
       Resolve(lib, path, "cuMemcpyHtoDAsync_v2", &d.cuMemcpyHtoDAsync_v2,
+              why_not) &&
+      Resolve(lib, path, "cuMemcpyDtoDAsync_v2", &d.cuMemcpyDtoDAsync_v2,
               why_not) &&
       Resolve(lib, path, "cuEventCreate", &d.cuEventCreate, why_not) &&
       Resolve(lib, path, "cuEventRecord", &d.cuEventRecord, why_not) &&

@@ -46,6 +46,10 @@ struct GPUFAN_API PciAddress {
 // "dddd:bb:dd.f"; std::nullopt when malformed or out of range.
 GPUFAN_API std::optional<PciAddress> ParsePciBusId(const std::string& text);
 
+// CPUs (ascending, as Locality and Device hold them) in the kernel's cpulist
+// form: "0-3,8" for {0, 1, 2, 3, 8}; empty for none.
+GPUFAN_API std::string FormatCpuList(const std::vector<int>& cpus);
+
 // Thread-safety: immutable once created; every method may be called from any
 // thread concurrently. Objects are only handed out through shared_ptr.
 class GPUFAN_API Topology {

@@ -35,6 +35,7 @@ constexpr int kInvalidHandle = 400;
 constexpr int kAlreadyRegistered = 712;
 constexpr int kNotRegistered = 713;
 constexpr size_t kTotal = size_t{16} << 30;
+constexpr int kDriverVersion = 12020;  // CUDA 12.2
 
 std::mutex mutex;
 CUctx_st contexts[kDevices] = {{0}, {1}};
@@ -50,6 +51,12 @@ CUresult R(int code) {
 
 bool HasContext() {
   return !current.empty() && current.back() != nullptr;
+}
+
+// The null (legacy default) stream, or one created and not destroyed.
+bool IsStream(CUstream stream) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return stream == nullptr || streams.count(stream) != 0;
 }
 
 struct Event {
@@ -89,6 +96,14 @@ FAKE_API int gpufan_fake_cuda_context_depth() {
 
 FAKE_API CUresult cuInit(unsigned int flags) {
   return flags == 0 ? CUDA_SUCCESS : R(kInvalidValue);
+}
+
+// Like the driver's: needs no cuInit, refuses a null pointer.
+FAKE_API CUresult cuDriverGetVersion(int *version) {
+  if (version == nullptr)
+    return R(kInvalidValue);
+  *version = kDriverVersion;
+  return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuGetErrorName(CUresult error, const char **name) {
@@ -309,12 +324,21 @@ FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src,
 
 FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src,
                                        size_t bytes, CUstream stream) {
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (stream != nullptr && streams.count(stream) == 0)
-      return R(kInvalidHandle);
-  }
+  if (!IsStream(stream))
+    return R(kInvalidHandle);
   return cuMemcpyHtoD_v2(dst, src, bytes);
+}
+
+// Device memory is host memory, so a device-to-device copy is a memcpy.
+FAKE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src,
+                                       size_t bytes, CUstream stream) {
+  if (!IsStream(stream))
+    return R(kInvalidHandle);
+  if (!HasContext())
+    return R(kInvalidContext);
+  std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
+              bytes);
+  return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuEventCreate(CUevent *event, unsigned int) {

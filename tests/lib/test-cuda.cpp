@@ -24,6 +24,7 @@ namespace cuda {
 namespace {
 
 using internal::FormatCallError;
+using internal::FormatDriverVersion;
 using internal::FormatUuid;
 using internal::NormalizePciBusId;
 
@@ -70,6 +71,15 @@ TEST(CudaFormat, UuidIsGroupedLowerCaseHex) {
   bytes.fill(0xab);
   bytes[15] = 0xff;
   EXPECT_EQ(FormatUuid(bytes), "GPU-abababab-abab-abab-abab-abababababff");
+}
+
+TEST(CudaFormat, DriverVersionIsMajorDotMinor) {
+  EXPECT_EQ(FormatDriverVersion(12020), "12.2");
+  EXPECT_EQ(FormatDriverVersion(11040), "11.4");
+  EXPECT_EQ(FormatDriverVersion(12000), "12.0");
+  EXPECT_EQ(FormatDriverVersion(12080), "12.8");
+  EXPECT_EQ(FormatDriverVersion(0), "");
+  EXPECT_EQ(FormatDriverVersion(-1), "");
 }
 
 TEST(CudaError, CallErrorText) {
@@ -381,6 +391,29 @@ TEST(CudaGpu, RegisterHostPinsAndCopies) {
   EXPECT_THROW(UnregisterHost(host.get()), Error);
 }
 
+TEST(CudaGpu, DriverVersionAndDeviceToDeviceCopy) {
+  REQUIRE_GPU();
+  const internal::Driver& driver = internal::RequireDriver();
+  int version = 0;
+  GPUFAN_CU_CHECK(driver, cuDriverGetVersion(&version));
+  EXPECT_GE(version, 11000);  // 1000 * major + 10 * minor
+
+  const int ordinal = Discover().front().index;
+  constexpr size_t kBytes = 1 << 20;
+  const std::shared_ptr<StreamPool> pool = StreamPool::ForDevice(ordinal, 1);
+  PrimaryContext::ScopedPush push(*pool->context());
+  CUdeviceptr from = 0;
+  CUdeviceptr to = 0;
+  GPUFAN_CU_CHECK(driver, cuMemAlloc_v2(&from, kBytes));
+  GPUFAN_CU_CHECK(driver, cuMemAlloc_v2(&to, kBytes));
+  StreamPool::Stream stream = pool->Acquire();
+  const auto cu_stream = static_cast<CUstream>(stream.handle());
+  GPUFAN_CU_CHECK(driver, cuMemcpyDtoDAsync_v2(to, from, kBytes, cu_stream));
+  GPUFAN_CU_CHECK(driver, cuStreamSynchronize(cu_stream));
+  GPUFAN_CU_CHECK(driver, cuMemFree_v2(to));
+  GPUFAN_CU_CHECK(driver, cuMemFree_v2(from));
+}
+
 TEST(CudaGpu, FreeMemoryIsAtMostTotal) {
   REQUIRE_GPU();
   for (const Device& d : Discover()) {
@@ -542,6 +575,31 @@ TEST(CudaFake, DriverErrorsArriveTyped) {
   EXPECT_THROW(UnregisterHost(host.data()), Error);
   PrimaryContext::ScopedPush push(*context);
   GPUFAN_CU_CHECK(driver, cuMemHostUnregister(host.data()));
+}
+
+TEST(CudaFake, DeviceToDeviceCopiesTheBytesInAContext) {
+  REQUIRE_FAKE();
+  const internal::Driver& driver = internal::RequireDriver();
+  int version = 0;
+  GPUFAN_CU_CHECK(driver, cuDriverGetVersion(&version));
+  EXPECT_EQ(version, 12020);
+
+  // The stand-in's device memory is host memory: the copy can be read back.
+  std::vector<char> from(4096, 'a');
+  std::vector<char> to(4096, 'b');
+  const auto src = reinterpret_cast<CUdeviceptr>(from.data());
+  const auto dst = reinterpret_cast<CUdeviceptr>(to.data());
+  // No current context: refused, as the driver refuses it.
+  EXPECT_EQ(driver.cuMemcpyDtoDAsync_v2(dst, src, to.size(), nullptr),
+            static_cast<CUresult>(201));  // CUDA_ERROR_INVALID_CONTEXT
+  EXPECT_EQ(to.front(), 'b');
+  const std::shared_ptr<StreamPool> pool = StreamPool::ForDevice(0, 1);
+  PrimaryContext::ScopedPush push(*pool->context());
+  StreamPool::Stream stream = pool->Acquire();
+  GPUFAN_CU_CHECK(driver,
+                  cuMemcpyDtoDAsync_v2(dst, src, to.size(),
+                                       static_cast<CUstream>(stream.handle())));
+  EXPECT_EQ(to, from);
 }
 
 #endif  // GPUFAN_HAVE_CUDA

@@ -64,6 +64,14 @@ TEST(PciBusId, RejectsMalformed) {
     EXPECT_FALSE(ParsePciBusId(bad).has_value()) << '"' << bad << '"';
 }
 
+TEST(CpuList, RunsBecomeRanges) {
+  EXPECT_EQ(FormatCpuList({}), "");
+  EXPECT_EQ(FormatCpuList({5}), "5");
+  EXPECT_EQ(FormatCpuList({0, 1, 2, 3, 8}), "0-3,8");
+  EXPECT_EQ(FormatCpuList({0, 2, 4, 5}), "0,2,4-5");
+  EXPECT_EQ(FormatCpuList({1, 2, 10, 11, 12, 40}), "1-2,10-12,40");
+}
+
 TEST(Topology, SyntheticNodesAndCpus) {
   SKIP_WITHOUT_HWLOC();
   std::string error;

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// JSON text for the small programs that write their results as JSON
+// (gpufan-h2d-bench, examples/gpufan-devices): a string literal, an array of
+// numbers, and the file they go to. Header only; no JSON library is needed
+// for so little.
+#pragma once
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace gpufan_json {
+
+// `text` as a JSON string literal, quotes included.
+inline std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// "[1.5, 2, 0.25]": 6 significant digits each.
+inline std::string JsonNumbers(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    char number[32];
+    std::snprintf(number, sizeof number, "%s%.6g", i > 0 ? ", " : "",
+                  values[i]);
+    out += number;
+  }
+  return out + "]";
+}
+
+// `path` opened for writing; nullptr, the reason said on stderr, when it
+// cannot be.
+inline FILE *OpenJsonFile(const std::string& path) {
+  FILE *out = std::fopen(path.c_str(), "w");
+  if (out == nullptr)
+    std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+  return out;
+}
+
+// Closes what OpenJsonFile(path) returned; false, the reason said on stderr,
+// when a write or the close failed.
+inline bool CloseJsonFile(FILE *out, const std::string& path) {
+  const bool write_failed = std::ferror(out) != 0;
+  if (std::fclose(out) != 0 || write_failed) {
+    std::fprintf(stderr, "cannot write %s: %s\n", path.c_str(),
+                 write_failed ? "write error" : std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace gpufan_json
