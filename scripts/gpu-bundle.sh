@@ -19,6 +19,8 @@
 #   lib/gstreamer-1.0/  the plugin and the GStreamer plugins that provide
 #              the elements the suite uses (gpu-suite.sh --list-elements)
 #   libexec/gst-plugin-scanner
+#   lib/libgpufan-nvrtc-compat.so  lets GStreamer 1.22's CUDA kernels compile
+#              with the machine's NVRTC 13 (tests/bundle/nvrtc-compat.cpp)
 #   share/gpufan/clip.h264  an H.264 clip made here with x264enc (NVDEC path)
 #   gpu-suite.sh, BUNDLE-INFO (what was packed, from where, glibc version)
 #
@@ -62,6 +64,8 @@ for p in "${!programs[@]}"; do
 done
 plugin=$build_dir/gst/libgstgpufan.so
 [[ -f $plugin ]] || die "$plugin is missing (bash scripts/setup.sh)"
+nvrtc_compat=$build_dir/tests/bundle/libgpufan-nvrtc-compat.so
+[[ -f $nvrtc_compat ]] || die "$nvrtc_compat is missing (bash scripts/setup.sh)"
 for t in gst-launch-1.0 gst-inspect-1.0; do
   command -v "$t" >/dev/null || die "$t is missing (apt-get install gstreamer1.0-tools)"
 done
@@ -86,6 +90,7 @@ for p in "${!programs[@]}"; do
 done
 cp "$(command -v gst-launch-1.0)" "$(command -v gst-inspect-1.0)" "$dest/bin/"
 cp "$scanner" "$dest/libexec/gst-plugin-scanner"
+cp "$nvrtc_compat" "$dest/lib/"
 cp "$root/scripts/gpu-suite.sh" "$dest/gpu-suite.sh"
 
 # --- plugins: those that provide the suite's elements -------------------------
@@ -120,7 +125,7 @@ log "${#libs[@]} shared libraries"
 
 # Debug information is not needed to run: the build's own files lose it.
 strip --strip-debug "$dest"/bin/test-* "$dest"/bin/gpufan-* \
-  "$dest/lib/gstreamer-1.0/libgstgpufan.so" "$dest"/lib/libgpufan.so* 2>/dev/null || true
+  "$dest/lib/gstreamer-1.0/libgstgpufan.so" "$dest"/lib/libgpufan*.so* 2>/dev/null || true
 
 # --- the clip for the NVDEC path ----------------------------------------------
 clip_frames=120

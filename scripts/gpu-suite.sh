@@ -32,13 +32,13 @@
 set -uo pipefail
 
 # Elements the suite, the test binaries and the demo use. gpu-bundle.sh packs
-# the plugins that provide them; without a GPU the nvcodec elements are not
+# the plugins that provide them; without a GPU the nvcodec elements
+# (cudaupload, cudaconvertscale, cudascale, cudadownload, nvh264dec) are not
 # registered, so their plugin is named instead.
 cpu_elements=(videotestsrc capsfilter videoconvert videoscale checksumsink
   fakesink filesrc filesink queue identity tee gpufanout gpufanin h264parse
   gaussianblur jpegenc jpegdec matroskamux matroskademux decodebin)
 gpu_plugins=(nvcodec)
-gpu_elements=(cudaupload cudadownload cudaconvertscale cudascale nvh264dec)
 
 if [[ ${1:-} == --list-elements ]]; then
   printf '%s\n' "${cpu_elements[@]}" "${gpu_plugins[@]}"
@@ -63,10 +63,17 @@ done
   echo "gpu-suite: $bundle is not an unpacked GPU bundle (no bin/gst-launch-1.0)" >&2
   exit 2
 }
+[[ $bundle != *[[:space:]]* ]] || {
+  echo "gpu-suite: unpack the bundle in a path without spaces (gst-launch lines name files in it)" >&2
+  exit 2
+}
 if ((quick)); then frames=60; fi
 out=${out:-/tmp/gpufan-gpu-suite-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
+# Nothing of an earlier run in the same folder may reach this report.
+rm -f "$out"/{devices,h2d,report}.json "$out"/*.xml "$out"/*.log "$out"/*.txt \
+  "$out"/nvidia-smi.* "$out"/tests.tsv
 work=$out/work
 rm -rf "$work"
 mkdir -p "$work/ld" "$work/empty"
@@ -82,13 +89,19 @@ for d in "${caller_ld[@]}"; do
   fi
 done
 # NVRTC (the CUDA toolkit's run-time compiler) builds nvcodec's conversion
-# kernels: without it nvcodec registers no cudaconvertscale or cudascale.
+# and scaling kernels. GStreamer 1.22 asks it for compute_30 or compute_52,
+# which NVRTC 13 refuses: the bundle's libgpufan-nvrtc-compat.so passes the
+# calls on to the machine's NVRTC with the architecture raised to the oldest
+# it supports. A GST_CUDA_NVRTC_LIBNAME set by the caller is kept as it is.
+nvrtc=""
 if [[ -z ${GST_CUDA_NVRTC_LIBNAME:-} ]]; then
-  nvrtc=$( { ldconfig -p 2>/dev/null | awk '$1 ~ /^libnvrtc\.so/ { print $NF }'
-    find /usr/local /opt /usr/lib -maxdepth 8 -name 'libnvrtc.so*' 2>/dev/null; } |
-    grep -v builtins | head -1)
+  ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
+  nvrtc=$( { "$ldconfig_bin" -p 2>/dev/null | awk '$1 ~ /^libnvrtc\.so\.[0-9]+$/ { print $NF }'
+    timeout 60 find /usr/local /opt /usr/lib -maxdepth 8 -name 'libnvrtc.so.[0-9]*' 2>/dev/null; } |
+    grep -v -e builtins -e '\.alt\.' | head -1)
   if [[ -n $nvrtc ]]; then
-    export GST_CUDA_NVRTC_LIBNAME=$nvrtc
+    export GPUFAN_NVRTC_LIBRARY=$nvrtc
+    export GST_CUDA_NVRTC_LIBNAME=$bundle/lib/libgpufan-nvrtc-compat.so
     driver_dirs+=:$(dirname "$nvrtc")  # where its libnvrtc-builtins is
   fi
 fi
@@ -100,7 +113,9 @@ export GST_PLUGIN_SCANNER_1_0=$bundle/libexec/gst-plugin-scanner
 export GST_PLUGIN_SCANNER=$GST_PLUGIN_SCANNER_1_0
 export GST_REGISTRY_1_0=$work/registry.bin GST_REGISTRY=$work/registry.bin
 export GIO_MODULE_DIR=$work/empty GST_DEBUG_NO_COLOR=1
-unset GST_DEBUG GST_TRACERS
+unset GST_DEBUG GST_TRACERS ${!GTEST_@}
+# CUDA ordinals in nvidia-smi's order, so that "GPU 0" is one GPU everywhere.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
 bin=$bundle/bin
 
 # --- results ----------------------------------------------------------------
@@ -115,16 +130,26 @@ record() {  # NAME passed|failed|skipped DETAIL
   check_seconds+=($((SECONDS - check_start)))
   printf '%-28s %-7s %s\n' "$1" "$2" "$3"
 }
-figure() { figure_lines+=("$1"$'\t'"$2"$'\t'"$3"); printf '  figure %s = %s %s\n' "$1" "$2" "$3"; }
-tail_of() { tail -n "${2:-5}" "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-400; }
+figure() {  # NAME VALUE UNIT; a value that is not a number is null
+  local v=$2
+  [[ $v =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]] || v=null
+  figure_lines+=("$1"$'\t'"$v"$'\t'"$3")
+  printf '  figure %s = %s %s\n' "$1" "$v" "$3"
+}
+tail_of() { tail -n "${2:-5}" "$1" 2>/dev/null | tr '\n' ' ' | tr -cd '\11\40-\176' | cut -c1-400; }
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
 # Runs a bundle program (and what it starts: gst-plugin-scanner) with the
 # bundle's libraries, recording each library it loads (checked at the end);
 # the machine's own tools (grep, awk, nvidia-smi) keep the machine's. Every
 # command ends: LIMIT seconds.
+budget_end=$((SECONDS + ${GPU_SUITE_BUDGET_S:-540}))
 limit() {  # LIMIT PROGRAM [ARGS...]
-  local seconds=$1
+  # The whole suite ends within its budget (the device tool stops a command
+  # at 600 s): the report is still written.
+  local seconds=$1 left=$((budget_end - SECONDS))
   shift
+  ((left < 10)) && left=10
+  ((seconds > left)) && seconds=$left
   timeout -k 10 "$seconds" env LD_LIBRARY_PATH="$bundle_ld" LD_DEBUG=libs \
     LD_DEBUG_OUTPUT="$work/ld/ld" "$@"
 }
@@ -148,16 +173,20 @@ gpu_name="" gpu_driver="" gpu_cuda="" gpu_pci=""
 if ! command -v nvidia-smi >/dev/null; then
   record nvidia-smi skipped "no GPU: nvidia-smi is not installed"
 elif ! timeout -k 10 60 nvidia-smi >"$out/nvidia-smi.txt" 2>&1; then
-  record nvidia-smi skipped "no GPU: nvidia-smi failed: $(tail_of "$out/nvidia-smi.txt" 2)"
+  if [[ -e /dev/nvidiactl ]]; then
+    record nvidia-smi failed "nvidia-smi failed on a machine with an NVIDIA device node: $(tail_of "$out/nvidia-smi.txt" 2)"
+  else
+    record nvidia-smi skipped "no GPU: nvidia-smi failed: $(tail_of "$out/nvidia-smi.txt" 2)"
+  fi
 else
   timeout -k 10 60 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total \
-    --format=csv,noheader >"$out/nvidia-smi.csv" 2>&1
-  count=$(grep -c . "$out/nvidia-smi.csv")
+    --format=csv,noheader >"$out/nvidia-smi.csv" 2>"$out/nvidia-smi.err"
+  count=$(grep -cE '^[0-9]+, ' "$out/nvidia-smi.csv")
   if ((count == 0)); then
     record nvidia-smi skipped "no GPU: nvidia-smi lists none"
   else
     gpu=1
-    IFS=, read -r _ gpu_name gpu_driver gpu_pci _ <"$out/nvidia-smi.csv"
+    IFS=, read -r _ gpu_name gpu_driver gpu_pci _ < <(grep -m1 -E '^0, ' "$out/nvidia-smi.csv")
     gpu_name=$(echo "$gpu_name" | sed 's/^ *//') gpu_driver=${gpu_driver// /}
     gpu_pci=${gpu_pci// /}
     gpu_cuda=$(sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' "$out/nvidia-smi.txt" | head -1)
@@ -172,6 +201,10 @@ if limit 120 "$bin/gpufan-devices" --json "$out/devices.json" >"$out/devices.txt
   found=$(grep -c '"uuid"' "$out/devices.json")
   if ((gpu)) && ((found != count)); then
     record gpufan-devices failed "nvidia-smi lists $count GPU(s), gpufan sees $found: $(tail_of "$out/devices.txt" 3)"
+  elif ((!gpu && found > 0)); then
+    # The driver works where nvidia-smi does not: the GPU checks run anyway.
+    gpu=1 count=$found
+    record gpufan-devices failed "libgpufan sees $found GPU(s) that nvidia-smi does not list"
   else
     record gpufan-devices passed "$found GPU(s) seen by libgpufan"
   fi
@@ -214,7 +247,7 @@ run_gtest() {  # CHECK-NAME BINARY GPU-SUITE-PREFIX [args...]
   begin "$name"
   local xml=$out/$name.xml log=$out/$name.log
   rm -f "$xml"
-  GTEST_OUTPUT=xml:$xml limit 900 "$bin/$binary" "$@" >"$log" 2>&1
+  GTEST_OUTPUT=xml:$xml limit 300 "$bin/$binary" "$@" >"$log" 2>&1
   local rc=$?
   if [[ ! -s $xml ]]; then
     record "$name" failed "exit $rc, no test results: $(tail_of "$log")"
@@ -235,6 +268,8 @@ run_gtest() {  # CHECK-NAME BINARY GPU-SUITE-PREFIX [args...]
   elif ((gpu && gpu_skipped > 0)); then
     grep -P "\t$gpu_prefix\..*\tskipped\t" <<<"$mine" | cut -f2,4 | sed 's/^/  SKIPPED /'
     record "$name" failed "$summary: a GPU test skipped on a machine with a GPU"
+  elif ((gpu && gpu_run == 0)); then
+    record "$name" failed "$summary: no $gpu_prefix.* case ran on a machine with a GPU"
   else
     record "$name" passed "$summary"
   fi
@@ -332,17 +367,20 @@ have_elements() {  # prints the missing ones
   done
   echo "${missing[*]}"
 }
-gpu_pipeline_ready() {  # NAME: records a skip or failure and returns 1 when not
+gpu_pipeline_ready() {  # NAME ELEMENTS...: records a skip or failure and returns 1 when not
+  local name=$1 missing why=""
+  shift
   if ((!gpu)); then
-    begin "$1"; record "$1" skipped "$no_gpu_reason"; return 1
+    begin "$name"; record "$name" skipped "$no_gpu_reason"; return 1
   fi
-  local missing
-  missing=$(have_elements "${gpu_elements[@]}")
-  if [[ -n $missing ]]; then
-    begin "$1"
-    record "$1" failed "GStreamer's nvcodec registered no $missing on a machine with a GPU (cudaconvertscale and cudascale need NVRTC: GST_CUDA_NVRTC_LIBNAME=${GST_CUDA_NVRTC_LIBNAME:-unset}; see gst-inspect-1.0 nvcodec)"
-    return 1
-  fi
+  missing=$(have_elements "$@")
+  [[ -z $missing ]] && return 0
+  [[ $missing == *cuda*scale* ]] &&
+    why+="; cudaconvertscale and cudascale need NVRTC (found: ${GPUFAN_NVRTC_LIBRARY:-${GST_CUDA_NVRTC_LIBNAME:-none}})"
+  [[ $missing == *nvh264dec* ]] && why+="; nvh264dec needs the driver's libnvcuvid.so.1"
+  begin "$name"
+  record "$name" failed "GStreamer's nvcodec registered no $missing on a machine with a GPU$why"
+  return 1
 }
 
 begin "elements"
@@ -359,21 +397,21 @@ compare_lanes lanes-cpu "$frames" "$cpu_source" \
 
 gpu_source="videotestsrc num-buffers=$frames pattern=ball ! video/x-raw,format=NV12,width=1280,height=720,framerate=30/1"
 cuda_branch="cudaupload ! cudaconvertscale ! video/x-raw(memory:CUDAMemory),format=I420,width=640,height=360 ! cudadownload ! video/x-raw,format=I420"
-if gpu_pipeline_ready lanes-cuda; then
+if gpu_pipeline_ready lanes-cuda cudaupload cudaconvertscale cudadownload; then
   compare_lanes lanes-cuda "$frames" "$gpu_source" "$cuda_branch" 0,0 0
 fi
 
 clip=$bundle/share/gpufan/clip.h264
 clip_frames=$(sed -n 's/^clip_frames=//p' "$bundle/BUNDLE-INFO" 2>/dev/null)
-# The decoder's output in system memory, then as negotiated (CUDA memory
-# where the branch accepts it: the frames reach cudaupload in GPU memory).
-if gpu_pipeline_ready nvdec-lanes-cuda; then
+# The decoder's output in system memory, then in CUDA memory: the frames
+# reach the lanes' cudaupload in GPU memory.
+if gpu_pipeline_ready nvdec-lanes-cuda nvh264dec cudaupload cudaconvertscale cudadownload; then
   compare_lanes nvdec-lanes-cuda "${clip_frames:-0}" \
     "filesrc location=$clip ! h264parse ! nvh264dec ! video/x-raw" "$cuda_branch" 0,0 0
 fi
-if gpu_pipeline_ready nvdec-cudamemory-lanes; then
+if gpu_pipeline_ready nvdec-cudamemory-lanes nvh264dec cudaupload cudaconvertscale cudadownload; then
   compare_lanes nvdec-cudamemory-lanes "${clip_frames:-0}" \
-    "filesrc location=$clip ! h264parse ! nvh264dec" "$cuda_branch" 0,0 0
+    "filesrc location=$clip ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory)" "$cuda_branch" 0,0 0
 fi
 
 # --- the demo ---------------------------------------------------------------
@@ -394,7 +432,7 @@ run_demo() {  # NAME BRANCH FRAMES
   [[ -n $speedup ]] && figure "$name-speed-up" "${speedup%x}" "x (2 lanes vs 1 lane)"
 }
 run_demo demo-cpu cpu $((quick ? 30 : 120))
-if gpu_pipeline_ready demo-cuda; then run_demo demo-cuda cuda 300; fi
+if gpu_pipeline_ready demo-cuda cudaupload cudascale cudadownload; then run_demo demo-cuda cuda 300; fi
 
 # --- the codec probe ----------------------------------------------------------
 # H100, H200 and their kin have NVDEC but no NVENC (NVIDIA's support matrix):
@@ -405,14 +443,14 @@ if ((!gpu)); then
 else
   nvenc=$(device_field nvenc) nvdec=$(device_field nvdec)
   probe() {  # CODECS: exit status of a 10-frame run with require-codecs
-    limit 120 "$bin/gst-launch-1.0" -q videotestsrc num-buffers=10 ! gpufanout devices=auto \
+    limit 120 "$bin/gst-launch-1.0" -q videotestsrc num-buffers=10 ! gpufanout devices=0 \
       "require-codecs=$1" name=f gpufanin name=m ! fakesink f.src_0 ! queue ! m.sink_0 \
       >"$work/probe-$1.txt" 2>&1
   }
   bad=""
   [[ $nvenc == unknown || $nvdec == unknown || -z $nvenc ]] &&
     bad="the probe could not tell (nvenc=$nvenc, nvdec=$nvdec)"
-  if [[ -z $bad && $gpu_name =~ (H100|H200|H800|H20|A100|A800|A30) && $nvenc != no ]]; then
+  if [[ -z $bad && $gpu_name =~ (^|[[:space:]])(H100|H200|H800|H20|A100|A800|A30)([[:space:]]|$) && $nvenc != no ]]; then
     bad="$gpu_name has no NVENC but the probe says nvenc=$nvenc"
   fi
   if [[ -z $bad ]]; then
@@ -438,7 +476,7 @@ fi
 # --- where the libraries came from ------------------------------------------
 begin "libraries"
 # Only glibc and the NVIDIA driver may come from the machine.
-system_ok='/(ld-linux-x86-64\.so\.2|lib(c|m|dl|rt|pthread|resolv|util|anl|nss_[a-z]+)\.so\.[0-9.]+|libcuda\.so[0-9.]*|libnvidia-[a-z0-9-]+\.so[0-9.]*|libnvcuvid\.so[0-9.]*|libnvrtc(-builtins)?\.so[0-9.]*|lib(EGL|GLX|GLESv2)_nvidia\.so[0-9.]*)$'
+system_ok='/(ld-linux-x86-64\.so\.2|lib(c|m|dl|rt|pthread|resolv|util|anl|nss_[a-z]+)\.so\.[0-9.]+|libcuda\.so[0-9.]*|libnvidia-[a-z0-9-]+\.so[0-9.]*|libnvcuvid\.so[0-9.]*|libnvrtc[-.a-z]*\.so[0-9.]*|lib(EGL|GLX|GLESv2)_nvidia\.so[0-9.]*)$'
 loaded=$(cat "$work"/ld/ld.* 2>/dev/null | sed -n 's/.*calling init: //p' | sort -u)
 outside=$(grep -v "^$bundle/" <<<"$loaded" | grep -vE "$system_ok" | grep . )
 system_libs=$(grep -v "^$bundle/" <<<"$loaded" | grep -E "$system_ok" | tr '\n' ' ')
@@ -457,7 +495,9 @@ json_string() {
   s=${s//\\/\\\\} s=${s//\"/\\\"} s=${s//$'\t'/ } s=${s//$'\n'/ } s=${s//$'\r'/ }
   printf '"%s"' "$s"
 }
-json_file_or_null() { if [[ -s $1 ]]; then cat "$1"; else printf 'null'; fi; }
+json_file_or_null() {  # a file of ours holding nan or inf is not JSON
+  if [[ -s $1 ]] && ! grep -qE '(:|\[|, )[[:space:]]*-?(nan|inf)' "$1"; then cat "$1"; else printf 'null'; fi
+}
 
 passed=0 failed=0 skipped=0
 for s in "${check_status[@]}"; do
@@ -469,7 +509,7 @@ numa=$(device_field numa_node)
   echo "bundle: $(sed -n 's/^made=//p' "$bundle/BUNDLE-INFO") from $(sed -n 's/^source=//p' "$bundle/BUNDLE-INFO")"
   if ((gpu)); then
     echo "GPU 0: $gpu_name, driver $gpu_driver, CUDA $gpu_cuda, PCI $gpu_pci, NUMA node (hwloc) ${numa:-?}"
-    echo "NVRTC for nvcodec: ${GST_CUDA_NVRTC_LIBNAME:-none found}"
+    echo "NVRTC for nvcodec: ${GPUFAN_NVRTC_LIBRARY:-${GST_CUDA_NVRTC_LIBNAME:-none found}} (through ${GST_CUDA_NVRTC_LIBNAME:-nothing})"
   else
     echo "GPU: none ($no_gpu_reason)"
   fi
@@ -499,7 +539,7 @@ numa=$(device_field numa_node)
   printf '},\n  "gpu": {"present": %s, "name": %s, "driver": %s, "cuda_version": %s, "pci_bus_id": %s, "numa_node_hwloc": %s},\n' \
     "$( ((gpu)) && echo true || echo false)" "$(json_string "$gpu_name")" "$(json_string "$gpu_driver")" \
     "$(json_string "$gpu_cuda")" "$(json_string "$gpu_pci")" "$(json_string "${numa:-}")"
-  printf '  "nvrtc": %s,\n' "$(json_string "${GST_CUDA_NVRTC_LIBNAME:-}")"
+  printf '  "nvrtc": %s,\n' "$(json_string "${GPUFAN_NVRTC_LIBRARY:-${GST_CUDA_NVRTC_LIBNAME:-}}")"
   printf '  "devices": %s,\n' "$(json_file_or_null "$out/devices.json")"
   printf '  "h2d": %s,\n' "$(json_file_or_null "$out/h2d.json")"
   printf '  "checks": ['

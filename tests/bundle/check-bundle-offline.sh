@@ -36,13 +36,13 @@ ns=(unshare --net --mount)
 "${ns[@]}" true 2>/dev/null || fail "cannot make namespaces here (${ns[*]})"
 
 # Inside: the system's GStreamer plugin folders mounted empty (checked), no
-# network interface up, then the suite.
+# network interface but lo (checked), then the suite.
 inside='set -e'
 for d in /usr/lib/*/gstreamer-1.0 /usr/lib/*/gstreamer1.0 /usr/local/lib/*/gstreamer-1.0; do
   [[ -d $d ]] || continue
   inside+="; mount --bind '$tmp/empty' '$d'; [ -z \"\$(ls -A '$d')\" ]"
 done
-inside+="; if ip -o link 2>/dev/null | grep -q 'state UP'; then echo 'a network interface is up'; exit 3; fi"
+inside+="; if [ \"\$(awk 'NR > 2 { print \$1 }' /proc/net/dev)\" != lo: ]; then echo 'network interfaces besides lo'; exit 3; fi"
 inside+="; exec bash '$suite' --quick --out '$tmp/report'"
 mkdir "$tmp/empty"
 set +e
