@@ -10,6 +10,7 @@
 
 #include <gst/gst.h>
 
+#include "gstgpufanbin.h"
 #include "gstgpufanin.h"
 #include "gstgpufanout.h"
 #include "gstgpufanutils.h"
@@ -22,10 +23,10 @@ plugin_init (GstPlugin * plugin)
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER (gpufanout, plugin);
   ok |= GST_ELEMENT_REGISTER (gpufanin, plugin);
+  ok |= GST_ELEMENT_REGISTER (gpufanbin, plugin);
   return ok;
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, gpufan,
     "Ordered fan-out/fan-in of a stream over several GPUs or CPU lanes",
-    plugin_init, PACKAGE_VERSION, "LGPL", "gst-gpufan",
-    GST_PACKAGE_ORIGIN)
+    plugin_init, PACKAGE_VERSION, "LGPL", "gst-gpufan", GST_PACKAGE_ORIGIN)

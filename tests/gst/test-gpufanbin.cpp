@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// gpufanbin: a gpufanout, one instance of a branch description per lane and a
+// gpufanin, built at READY. The README's launch line, order, the lane count
+// from `lanes` and `devices`, the children's properties, clear errors for bad
+// branches at READY, lanes rebuilt after NULL, and elements fixed to one GPU
+// (nvcodec's per-GPU registration) swapped for their lane's GPU. The last run
+// over the stand-in driver's two GPUs (test-gpufanbin-fake-gpus) and skip
+// elsewhere.
+#include <gst/base/gstbasetransform.h>
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpufan-rig.h"
+#include "gst-test-util.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+// Per lane, in lane order: the factories of its elements, sorted.
+std::vector<std::string> LaneFactories(GstElement *bin) {
+  std::vector<std::string> out;
+  for (guint i = 0;; i++) {
+    const std::string name = "lane" + std::to_string(i);
+    GstElement *lane = gst_bin_get_by_name(GST_BIN(bin), name.c_str());
+    if (!lane)
+      break;
+    std::vector<std::string> names;
+    GstIterator *it = gst_bin_iterate_elements(GST_BIN(lane));
+    GValue item = G_VALUE_INIT;
+    while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+      GstElement *e = GST_ELEMENT(g_value_get_object(&item));
+      GstElementFactory *f = gst_element_get_factory(e);
+      if (f)
+        names.push_back(GST_OBJECT_NAME(f));
+      g_value_reset(&item);
+    }
+    g_value_unset(&item);
+    gst_iterator_free(it);
+    gst_object_unref(lane);
+    std::sort(names.begin(), names.end());  // the bin's order is its own
+    std::string factories;
+    for (const std::string& n : names)
+      factories += (factories.empty() ? "" : " ") + n;
+    out.push_back(factories);
+  }
+  return out;
+}
+
+guint LaneCount(GstElement *bin) {
+  return static_cast<guint>(LaneFactories(bin).size());
+}
+
+// Lane i's device kind ("cpu", "cuda") in the bin's statistics.
+std::string LaneDeviceKind(GstElement *bin, guint i) {
+  GstStructure *stats = GetStats(bin);
+  const GstStructure *lane = stats ? StatsLane(stats, i) : nullptr;
+  const gchar *kind = lane ? gst_structure_get_string(lane, "device-kind") : 0;
+  std::string out = kind ? kind : "";
+  if (stats)
+    gst_structure_free(stats);
+  return out;
+}
+
+// Whether GPUs 0 and 1 open here (real ones, or the stand-in driver's).
+bool HaveTwoGpus() {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=1 ! gpufanbin name=bin devices=0,1 "
+      "staging=never branch=identity ! fakesink");
+  const bool two = p.ok() &&
+                   gst_element_set_state(p.get(), GST_STATE_READY) !=
+                       GST_STATE_CHANGE_FAILURE &&
+                   LaneDeviceKind(p.element("bin"), 1) == "cuda";
+  EXPECT_TRUE(p.Stop());
+  return two;
+}
+
+// Goes to READY and expects it to fail with an ERROR whose text holds
+// `expected`.
+void ExpectReadyFails(const std::string& description,
+                      const std::string& expected) {
+  SCOPED_TRACE(description);
+  LaunchedPipeline p(description);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
+            GST_STATE_CHANGE_FAILURE);
+  GstMessage *err = p.bus().WaitForType(GST_MESSAGE_ERROR);
+  ASSERT_NE(err, nullptr) << "no ERROR posted";
+  EXPECT_NE(BusLog::ErrorText(err).find(expected), std::string::npos)
+      << BusLog::ErrorText(err);
+  EXPECT_TRUE(p.Stop());
+}
+
+}  // namespace
+
+// The README's line, as the issue gives it.
+TEST(GpuFanBin, ReadmeLaunchLineRuns) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=600 ! gpufanbin name=bin lanes=2 "
+      "branch=\"videoconvert ! gaussianblur\" ! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(out.Buffers(), 600u);
+  EXPECT_EQ(LaneCount(p.element("bin")), 2u);
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u);
+}
+
+TEST(GpuFanBin, FramesLeaveInInputOrder) {
+  constexpr int kBuffers = 2000;
+  LaunchedPipeline p(
+      "videotestsrc name=src num-buffers=" + std::to_string(kBuffers) +
+      " ! video/x-raw,width=16,height=16 ! gpufanbin name=bin "
+      "lanes=3 branch=\"queue max-size-buffers=2 ! identity\" "
+      "! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers));
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+}
+
+// Caps at either end of a branch belong to a link in gst-launch syntax; the
+// bin makes them capsfilters.
+TEST(GpuFanBin, CapsAtTheEndsOfTheBranch) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=30 ! gpufanbin lanes=2 "
+      "branch=\"video/x-raw,format=I420 ! videoconvert ! videoscale ! "
+      "video/x-raw,format=RGB,width=32,height=24\" ! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(out.Buffers(), 30u);
+  GstPad *sink = gst_element_get_static_pad(p.element("out"), "sink");
+  GstCaps *caps = gst_pad_get_current_caps(sink);
+  ASSERT_NE(caps, nullptr);
+  const GstStructure *s = gst_caps_get_structure(caps, 0);
+  EXPECT_STREQ(gst_structure_get_string(s, "format"), "RGB");
+  gint width = 0;
+  EXPECT_TRUE(gst_structure_get_int(s, "width", &width));
+  EXPECT_EQ(width, 32);
+  gst_caps_unref(caps);
+  gst_object_unref(sink);
+}
+
+TEST(GpuFanBin, LaneCountFollowsLanesThenDevices) {
+  struct Case {
+    const char *settings;
+    guint lanes;
+  };
+  const guint cpus = std::max(1u, std::thread::hardware_concurrency());
+  const std::vector<Case> cases = {
+      {"lanes=3", 3},
+      {"devices=cpu:4", 4},
+      {"devices=cpu:4 lanes=2", 2},
+      {"devices=cpu", cpus},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.settings);
+    LaunchedPipeline p(std::string("videotestsrc num-buffers=10 ! gpufanbin "
+                                   "name=bin branch=identity ") +
+                       c.settings + " ! fakesink");
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+    EXPECT_EQ(LaneCount(p.element("bin")), c.lanes);
+    GstStructure *stats = GetStats(p.element("bin"));
+    ASSERT_NE(stats, nullptr);
+    EXPECT_EQ(StatsLaneCount(stats), c.lanes);
+    gst_structure_free(stats);
+  }
+}
+
+// Without a GPU, devices=auto gives one CPU lane per CPU.
+TEST(GpuFanBin, AutoMakesOneLanePerGpuElseCpu) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=10 ! gpufanbin name=bin branch=identity ! "
+      "fakesink");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  GstStructure *stats = GetStats(p.element("bin"));
+  ASSERT_NE(stats, nullptr);
+  const guint lanes = StatsLaneCount(stats);
+  gst_structure_free(stats);
+  EXPECT_EQ(LaneCount(p.element("bin")), lanes);
+  if (LaneDeviceKind(p.element("bin"), 0) == "cpu") {
+    EXPECT_EQ(lanes, std::max(1u, std::thread::hardware_concurrency()));
+  }
+}
+
+TEST(GpuFanBin, PropertiesAreTheChildrens) {
+  GstElement *bin = gst_element_factory_make("gpufanbin", nullptr);
+  ASSERT_NE(bin, nullptr);
+  g_object_set(bin, "policy", 0, "queue-size", 7u, "stall-timeout",
+               guint64{123456789}, "devices", "cpu:2", "chunk-frames", 12u,
+               nullptr);
+  GstElement *fanout = gst_bin_get_by_name(GST_BIN(bin), "fanout");
+  GstElement *fanin = gst_bin_get_by_name(GST_BIN(bin), "fanin");
+  ASSERT_NE(fanout, nullptr);
+  ASSERT_NE(fanin, nullptr);
+  guint queue_size = 0, chunk_frames = 0;
+  guint64 stall = 0;
+  gchar *devices = nullptr;
+  g_object_get(fanout, "queue-size", &queue_size, "devices", &devices,
+               "chunk-frames", &chunk_frames, nullptr);
+  g_object_get(fanin, "stall-timeout", &stall, nullptr);
+  EXPECT_EQ(queue_size, 7u);
+  EXPECT_STREQ(devices, "cpu:2");
+  EXPECT_EQ(chunk_frames, 12u);
+  EXPECT_EQ(stall, guint64{123456789});
+  g_free(devices);
+  // And read back through the bin.
+  guint64 stall_back = 0;
+  g_object_get(bin, "stall-timeout", &stall_back, nullptr);
+  EXPECT_EQ(stall_back, guint64{123456789});
+  // The copies keep the children's ranges.
+  GParamSpec *mine =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(bin), "queue-size");
+  GParamSpec *theirs =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(fanout), "queue-size");
+  ASSERT_NE(mine, nullptr);
+  ASSERT_NE(theirs, nullptr);
+  EXPECT_EQ(G_PARAM_SPEC_UINT(mine)->maximum,
+            G_PARAM_SPEC_UINT(theirs)->maximum);
+  EXPECT_EQ(G_PARAM_SPEC_UINT(mine)->default_value,
+            G_PARAM_SPEC_UINT(theirs)->default_value);
+  gst_object_unref(fanout);
+  gst_object_unref(fanin);
+  gst_object_unref(bin);
+}
+
+TEST(GpuFanBin, BadBranchesFailAtReadyWithAClearError) {
+  const std::string head = "videotestsrc ! gpufanbin lanes=2 ";
+  ExpectReadyFails(head + "! fakesink", "gpufanbin has no branch");
+  ExpectReadyFails(head + "branch=\"  \" ! fakesink",
+                   "gpufanbin has no branch");
+  ExpectReadyFails(head + "branch=\"videoconvert ! nosuchelement\" ! fakesink",
+                   "Bad branch description: no element \"nosuchelement\"");
+  ExpectReadyFails(head + "branch=\"videoconvert !\" ! fakesink",
+                   "Bad branch description");
+  ExpectReadyFails(head + "branch=fakesink ! fakesink",
+                   "one unlinked input and one unlinked output (it has no "
+                   "output)");
+  ExpectReadyFails(head + "branch=videotestsrc ! fakesink",
+                   "(it has no input)");
+  ExpectReadyFails(
+      "videotestsrc ! gpufanbin devices=gpu0 branch=identity ! fakesink",
+      "Bad devices setting: 'gpu0'");
+}
+
+// A branch or lane count changed in NULL takes effect at the next start.
+TEST(GpuFanBin, LanesAreRebuiltAfterNull) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=20 ! gpufanbin name=bin lanes=2 "
+      "branch=identity ! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFactories(p.element("bin")),
+            (std::vector<std::string>{"identity", "identity"}));
+  ASSERT_TRUE(p.Stop());
+  EXPECT_EQ(LaneCount(p.element("bin")), 0u) << "lanes left after NULL";
+  g_object_set(p.element("bin"), "lanes", 3u, "branch", "queue", nullptr);
+  RecordLog& out = p.Record("out", "sink");
+  // The bus still holds the first run's EOS: wait for the sink's.
+  ASSERT_TRUE(p.Play());
+  ASSERT_TRUE(out.WaitEvents(GST_EVENT_EOS, 1, kLongWait)) << out.Summary();
+  EXPECT_EQ(LaneFactories(p.element("bin")),
+            (std::vector<std::string>{"queue", "queue", "queue"}));
+  EXPECT_EQ(out.Buffers(), 20u);
+}
+
+// ------------------------------------- elements fixed to one GPU (nvcodec) ---
+
+namespace {
+
+// A pass-through element whose read-only cuda-device-id is the GPU its
+// factory was registered for, as nvcodec registers nvh264dec (GPU 0),
+// nvh264device1dec (GPU 1), ...
+struct FixedGpuClass {
+  GstBaseTransformClass parent;
+  guint gpu;
+};
+
+void FixedGpuGetProperty(GObject *object, guint, GValue *value, GParamSpec *) {
+  const auto *klass =
+      reinterpret_cast<FixedGpuClass *>(G_OBJECT_GET_CLASS(object));
+  g_value_set_uint(value, klass->gpu);
+}
+
+void FixedGpuClassInit(gpointer klass, gpointer data) {
+  auto *mine = static_cast<FixedGpuClass *>(klass);
+  mine->gpu = GPOINTER_TO_UINT(data);
+  G_OBJECT_CLASS(klass)->get_property = FixedGpuGetProperty;
+  g_object_class_install_property(
+      G_OBJECT_CLASS(klass), 1,
+      g_param_spec_uint("cuda-device-id", "CUDA device id", "fixed", 0, 16,
+                        mine->gpu, G_PARAM_READABLE));
+  static GstStaticPadTemplate sink = GST_STATIC_PAD_TEMPLATE(
+      "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+  static GstStaticPadTemplate src = GST_STATIC_PAD_TEMPLATE(
+      "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+  gst_element_class_add_static_pad_template(GST_ELEMENT_CLASS(klass), &sink);
+  gst_element_class_add_static_pad_template(GST_ELEMENT_CLASS(klass), &src);
+  gst_element_class_set_static_metadata(GST_ELEMENT_CLASS(klass), "fixed GPU",
+                                        "Codec/Decoder/Video", "test", "test");
+  GST_BASE_TRANSFORM_CLASS(klass)->passthrough_on_same_caps = TRUE;
+}
+
+void RegisterFixedGpu(const char *factory, guint gpu) {
+  const std::string type_name = std::string("GpuFanTest_") + factory;
+  GTypeQuery query;
+  g_type_query(GST_TYPE_BASE_TRANSFORM, &query);
+  GTypeInfo info = {};
+  info.class_size = sizeof(FixedGpuClass);
+  info.class_init = FixedGpuClassInit;
+  info.class_data = GUINT_TO_POINTER(gpu);
+  info.instance_size = static_cast<guint16>(query.instance_size);
+  const GType type =
+      g_type_register_static(GST_TYPE_BASE_TRANSFORM, type_name.c_str(), &info,
+                             static_cast<GTypeFlags>(0));
+  ASSERT_TRUE(gst_element_register(nullptr, factory, GST_RANK_NONE, type));
+}
+
+class GpuFanBinFixedGpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Families as nvcodec names them; "gpufantestonlydec" has no GPU 1 kin.
+    RegisterFixedGpu("gpufantestdec", 0);
+    RegisterFixedGpu("gpufantestdevice1dec", 1);
+    RegisterFixedGpu("gpufantestonlydec", 0);
+  }
+  void SetUp() override {
+    if (!HaveTwoGpus())
+      GTEST_SKIP() << "needs two GPUs (test-gpufanbin-fake-gpus runs this "
+                      "over the stand-in driver)";
+  }
+};
+
+}  // namespace
+
+TEST_F(GpuFanBinFixedGpu, ElementsFollowTheirLanesGpu) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=20 ! gpufanbin name=bin devices=0,1,1 "
+      "staging=never branch=\"identity ! gpufantestdec\" ! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFactories(p.element("bin")),
+            (std::vector<std::string>{"gpufantestdec identity",
+                                      "gpufantestdevice1dec identity",
+                                      "gpufantestdevice1dec identity"}));
+  EXPECT_EQ(out.Buffers(), 20u);
+}
+
+TEST_F(GpuFanBinFixedGpu, NoFactoryForTheLanesGpuIsAClearError) {
+  ExpectReadyFails(
+      "videotestsrc ! gpufanbin devices=0,1 staging=never "
+      "branch=\"gpufantestonlydec\" ! fakesink",
+      "Lane 1 (GPU 1): gpufantestonlydec runs on GPU 0 only, and no element "
+      "of its family is registered for GPU 1");
+  ExpectReadyFails(
+      "videotestsrc ! gpufanbin devices=cpu:1 branch=\"gpufantestdec\" ! "
+      "fakesink",
+      "Lane 0 (CPU): gpufantestdec runs on GPU 0 only, and this lane is a CPU "
+      "lane");
+}
