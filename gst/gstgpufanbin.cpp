@@ -78,7 +78,11 @@ static const ChildProperty child_properties[] = {
   { "stats", false },
   { "stats-interval", false },
   { "stall-timeout", true },
+  { "on-lane-error", false },
 };
+
+/* The bin's own default: a failing lane leaves, the stream goes on. */
+#define DEFAULT_ON_LANE_ERROR_NICK "drop-lane"
 
 struct _GstGpuFanBin {
   GstBin parent;
@@ -134,8 +138,13 @@ copy_param_spec (GParamSpec * p)
   }
   if (G_IS_PARAM_SPEC_ENUM (p)) {
     GParamSpecEnum * s = G_PARAM_SPEC_ENUM (p);
-    return g_param_spec_enum (name, nick, blurb, p->value_type,
-        s->default_value, flags);
+    gint default_value = s->default_value;
+    if (g_str_equal (name, "on-lane-error"))
+      default_value
+          = g_enum_get_value_by_nick (s->enum_class, DEFAULT_ON_LANE_ERROR_NICK)
+                ->value;
+    return g_param_spec_enum (name, nick, blurb, p->value_type, default_value,
+        flags);
   }
   if (G_IS_PARAM_SPEC_FLAGS (p)) {
     GParamSpecFlags * s = G_PARAM_SPEC_FLAGS (p);
@@ -555,6 +564,44 @@ gst_gpufan_bin_change_state (GstElement * element, GstStateChange transition)
   return ret;
 }
 
+/* An ERROR from an element of a lane's branch: with on-lane-error other
+ * than fail, the fan-out takes the lane out and the stream goes on, so it
+ * reaches the application as a WARNING. */
+static void
+gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
+{
+  GstGpuFanBin * self = GST_GPUFAN_BIN (bin);
+  GstObject * src = GST_MESSAGE_SRC (message);
+  if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ERROR && src) {
+    gint action = 0;
+    g_object_get (self->fanout, "on-lane-error", &action, nullptr);
+    /* the bin's child that holds the source: lane0, lane1, ... */
+    GstObject * child = GST_OBJECT_CAST (gst_object_ref (src));
+    GstObject * parent;
+    while ((parent = gst_object_get_parent (child))
+        && parent != GST_OBJECT_CAST (bin)) {
+      gst_object_unref (child);
+      child = parent;
+    }
+    const bool from_lane = parent && GST_IS_BIN (child)
+        && g_str_has_prefix (GST_OBJECT_NAME (child), "lane");
+    if (parent)
+      gst_object_unref (parent);
+    gst_object_unref (child);
+    if (from_lane && action != 0 /* fail */) {
+      GError * err = nullptr;
+      gchar * debug = nullptr;
+      gst_message_parse_error (message, &err, &debug);
+      GstMessage * warning = gst_message_new_warning (src, err, debug);
+      g_clear_error (&err);
+      g_free (debug);
+      gst_message_unref (message);
+      message = warning;
+    }
+  }
+  GST_BIN_CLASS (gst_gpufan_bin_parent_class)->handle_message (bin, message);
+}
+
 /* --- the object ---------------------------------------------------------- */
 
 static void
@@ -565,6 +612,8 @@ gst_gpufan_bin_init (GstGpuFanBin * self)
   self->fanout = gst_element_factory_make ("gpufanout", "fanout");
   self->fanin = gst_element_factory_make ("gpufanin", "fanin");
   g_assert (self->fanout && self->fanin); /* registered by this plugin */
+  gst_util_set_object_arg (G_OBJECT (self->fanout), "on-lane-error",
+      DEFAULT_ON_LANE_ERROR_NICK);
   gst_bin_add_many (GST_BIN (self), self->fanout, self->fanin, nullptr);
 
   GstPad * target = gst_element_get_static_pad (self->fanout, "sink");
@@ -598,6 +647,8 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
   gobject_class->get_property = gst_gpufan_bin_get_property;
   gobject_class->finalize = gst_gpufan_bin_finalize;
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_gpufan_bin_change_state);
+  GST_BIN_CLASS (klass)->handle_message
+      = GST_DEBUG_FUNCPTR (gst_gpufan_bin_handle_message);
 
   /**
    * GstGpuFanBin:branch:

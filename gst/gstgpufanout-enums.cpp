@@ -94,3 +94,24 @@ gst_gpufan_chunk_mode_get_type (void)
   }
   return type;
 }
+
+GType
+gst_gpufan_lane_error_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_GPUFAN_LANE_ERROR_FAIL,
+        "A branch's error stops the stream (an ERROR, as any element's)",
+        "fail" },
+    { GST_GPUFAN_LANE_ERROR_DROP_LANE,
+        "The lane leaves the stream until the next start; the frames it "
+        "held are lost, the others go on in order",
+        "drop-lane" },
+    { 0, nullptr, nullptr },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstGpuFanLaneError", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}

@@ -136,6 +136,8 @@ fanout::lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all)
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (all || lane->result == GST_FLOW_FLUSHING || lane->result == GST_FLOW_EOS)
     lane->result = GST_FLOW_OK;
+  if (all)
+    lane->failed = false;
   lane->eos_pushed = false;
   lane_changed_unlocked (self, lane);
 }
@@ -158,12 +160,64 @@ fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
   lane_changed_unlocked (self, lane);
 }
 
+static bool
+lane_failed (const LanePtr & lane)
+{
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  return lane->failed;
+}
+
+static std::string
+lane_device (GstGpuFanOut * self, const LanePtr & lane)
+{
+  for (const auto & l : self->priv->session->Stats ().lanes)
+    if (l.lane == lane->id)
+      return l.device.Describe ();
+  return "?";
+}
+
+/* on-lane-error=drop-lane: the lane's branch failed with @ret and
+ * lane_set_result marked it failed. It takes no more items (its result
+ * stays fatal) and everything it held is given up at once (Session::LaneEnded: nothing more comes out of a failed
+ * branch); the stream goes on without it, unless it was the last lane. */
+static void
+lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
+{
+  self->priv->session->LaneEnded (lane->id);
+
+  const std::string device = lane_device (self, lane);
+  const gchar * reason = gst_flow_get_name (ret);
+  GST_ELEMENT_WARNING (self, STREAM, FAILED,
+      ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
+       "frames it held are lost",
+          lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason),
+      ("push on lane %u returned %s (%d); on-lane-error=drop-lane", lane->id,
+          reason, ret));
+  gst_element_post_message (GST_ELEMENT_CAST (self),
+      gst_message_new_element (GST_OBJECT_CAST (self),
+          gst_structure_new ("gpufan-lane-failed", "lane", G_TYPE_UINT,
+              lane->id, "device", G_TYPE_STRING, device.c_str (), "reason",
+              G_TYPE_STRING, reason, nullptr)));
+
+  bool every_lane_failed = true;
+  for (const LanePtr & other : fanout::snapshot_lanes (self)) {
+    std::lock_guard<gpufan::Mutex> lk (other->lock);
+    every_lane_failed &= other->failed;
+  }
+  if (every_lane_failed && !self->priv->lane_error_posted.exchange (true))
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Every lane has failed (the last: lane %u, device %s, %s)", lane->id,
+            device.c_str (), reason),
+        ("on-lane-error=drop-lane and no lane is left"));
+}
+
 /* Records the result of a push that began at @link_generation; a fatal
  * one is reported once, naming the lane and its device. */
 void
 fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     GstFlowReturn ret, guint link_generation)
 {
+  bool newly_failed = false;
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     /* our own flush, deactivation or release of the lane: not a result the
@@ -174,21 +228,27 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     if (ret == GST_FLOW_NOT_LINKED && link_generation != lane->link_generation)
       return;
     lane->result = ret;
+    /* failed with its result, so that the chain function never combines the
+     * fatal result of a lane that is leaving */
+    if (flow_is_fatal (ret) && !lane->failed
+        && self->priv->on_lane_error.load ()
+            == GST_GPUFAN_LANE_ERROR_DROP_LANE) {
+      lane->failed = true;
+      newly_failed = true;
+    }
     lane_changed_unlocked (self, lane);
   }
   GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
 
-  if (!flow_is_fatal (ret))
+  if (newly_failed)
+    lane_fail (self, lane, ret);
+  if (!flow_is_fatal (ret) || lane_failed (lane))
     return;
 
   /* Once per stream: an error downstream of gpufanin comes back up every
    * lane, and only the first lane that saw it is worth naming. */
   if (!self->priv->lane_error_posted.exchange (true)) {
-    gpufan::SessionStats stats = self->priv->session->Stats ();
-    std::string device = "?";
-    for (const auto & l : stats.lanes)
-      if (l.lane == lane->id)
-        device = l.device.Describe ();
+    const std::string device = lane_device (self, lane);
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
         ("Processing branch of lane %u (%s:%s, device %s) failed: %s", lane->id,
             GST_DEBUG_PAD_NAME (lane->pad), device.c_str (),
@@ -218,12 +278,18 @@ fanout::combine_lane_results (GstGpuFanOut * self)
 
   std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
   bool any_ok = false, any_eos = false, flushing = false;
+  size_t failed_lanes = 0;
   GstFlowReturn fatal = GST_FLOW_OK;
   for (auto & kv : priv->lanes) {
     GstFlowReturn r;
     {
       std::lock_guard<gpufan::Mutex> lane_lk (kv.second->lock);
       r = kv.second->result;
+      /* a lane out of service counts as gone, unless every lane is */
+      if (kv.second->failed) {
+        failed_lanes++;
+        continue;
+      }
     }
     if (r == GST_FLOW_OK)
       any_ok = true;
@@ -235,7 +301,9 @@ fanout::combine_lane_results (GstGpuFanOut * self)
       fatal = r;
   }
   GstFlowReturn combined;
-  if (priv->lanes.empty ())
+  if (!priv->lanes.empty () && failed_lanes == priv->lanes.size ())
+    combined = GST_FLOW_ERROR;
+  else if (priv->lanes.empty ())
     combined = GST_FLOW_NOT_LINKED;
   else if (flushing)
     combined = GST_FLOW_FLUSHING;

@@ -68,6 +68,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 #define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
 #define DEFAULT_CHUNK GST_GPUFAN_CHUNK_FRAME
 #define DEFAULT_CHUNK_FRAMES 30
+#define DEFAULT_ON_LANE_ERROR GST_GPUFAN_LANE_ERROR_FAIL
 /* A lane's worker-thread field until it is placed on a device whose CPUs
  * are known (then its task pool's binding) */
 #define DEFAULT_WORKER_THREAD "default task pool (device CPUs unknown)"
@@ -93,6 +94,15 @@ typedef enum {
 
 #define GST_TYPE_GPUFAN_CHUNK_MODE (gst_gpufan_chunk_mode_get_type ())
 GType gst_gpufan_chunk_mode_get_type (void);
+
+/* What a branch's error does (the on-lane-error property). */
+typedef enum {
+  GST_GPUFAN_LANE_ERROR_FAIL,      /* the stream fails, as a branch's error */
+  GST_GPUFAN_LANE_ERROR_DROP_LANE, /* the lane leaves; its frames are lost */
+} GstGpuFanLaneError;
+
+#define GST_TYPE_GPUFAN_LANE_ERROR (gst_gpufan_lane_error_get_type ())
+GType gst_gpufan_lane_error_get_type (void);
 
 namespace fanout {
 gpufan::Policy policy_from_enum (gint value);
@@ -202,6 +212,9 @@ struct Lane {
    * start resets it (queue's srcresult without the flushing part, which is
    * `state`). */
   GstFlowReturn result = GST_FLOW_OK;
+  /* Its branch failed and on-lane-error took it out of service until the
+   * next start (its fatal result then no longer stops the stream). */
+  bool failed = false;
   std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
   bool busy = false;            /* the worker is handling an item */
   bool eos_pushed = false;
@@ -304,6 +317,7 @@ struct GstGpuFanOutPrivate {
   GstGpuFanStaging staging = DEFAULT_STAGING;
   /* chunk mode; set in NULL or READY only (GST_PARAM_MUTABLE_READY) */
   std::atomic<gint> chunk_mode{ DEFAULT_CHUNK };
+  std::atomic<gint> on_lane_error{ DEFAULT_ON_LANE_ERROR };
   std::atomic<guint> chunk_frames{ DEFAULT_CHUNK_FRAMES };
   /* the stream's caps are in system memory (no caps features but
    * memory:SystemMemory): only then is staging or a host pool of use */
@@ -386,6 +400,7 @@ enum {
   PROP_STAGING,
   PROP_CHUNK,
   PROP_CHUNK_FRAMES,
+  PROP_ON_LANE_ERROR,
 };
 
 enum {

@@ -273,6 +273,9 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
     case PROP_CHUNK_FRAMES:
       priv->chunk_frames = g_value_get_uint (value);
       break;
+    case PROP_ON_LANE_ERROR:
+      priv->on_lane_error = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -338,6 +341,9 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_CHUNK_FRAMES:
       g_value_set_uint (value, priv->chunk_frames.load ());
+      break;
+    case PROP_ON_LANE_ERROR:
+      g_value_set_enum (value, priv->on_lane_error.load ());
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -580,6 +586,27 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
           1, 100000, DEFAULT_CHUNK_FRAMES,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:on-lane-error:
+   *
+   * What a branch's error (a fatal flow return from a lane, with or without
+   * an ERROR message) does. `fail`: the stream fails, as with any element.
+   * `drop-lane`: the lane leaves the stream until the next start; the frames
+   * it held are lost, the others go on in order. A `gpufan-lane-failed`
+   * element message (lane, device, reason) and a WARNING say so; when every
+   * lane has failed, an ERROR. The branch element's own ERROR message still
+   * reaches the bus: gpufanbin turns those of its lanes into WARNINGs, an
+   * application writing the lanes itself has to ignore them.
+   */
+  g_object_class_install_property (gobject_class, PROP_ON_LANE_ERROR,
+      g_param_spec_enum ("on-lane-error", "On lane error",
+          "What a branch's error does: fail the stream (fail), or take the "
+          "lane out until the next start and go on without the frames it held "
+          "(drop-lane)",
+          GST_TYPE_GPUFAN_LANE_ERROR, DEFAULT_ON_LANE_ERROR,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
 
   element_class->request_new_pad
       = GST_DEBUG_FUNCPTR (gst_gpufan_out_request_new_pad);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -368,4 +369,159 @@ TEST_F(GpuFanBinFixedGpu, NoFactoryForTheLanesGpuIsAClearError) {
       "fakesink",
       "Lane 0 (CPU): gpufantestdec runs on GPU 0 only, and this lane is a CPU "
       "lane");
+}
+
+// ------------------------------------------------- on-lane-error (issue 12)
+// ---
+
+namespace {
+
+bool StrictlyIncreasing(const std::vector<int64_t>& v) {
+  for (size_t i = 1; i < v.size(); i++)
+    if (v[i] <= v[i - 1])
+      return false;
+  return true;
+}
+
+size_t LaneFailedMessages(LaunchedPipeline& p, guint lane) {
+  return p.bus().Count([lane](GstMessage *m) {
+    if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
+      return false;
+    guint got = G_MAXUINT;
+    gst_structure_get_uint(gst_message_get_structure(m), "lane", &got);
+    return got == lane;
+  });
+}
+
+// Builds the lanes (READY) and returns lane `lane`'s element `name` (a ref),
+// for a test to make it fail.
+GstElement *BuildAndFindInLane(LaunchedPipeline& p, guint lane,
+                               const char *name);
+
+// The element named `name` in lane `lane` of bin "bin" (a ref).
+GstElement *LaneElement(LaunchedPipeline& p, guint lane, const char *name) {
+  GstElement *bin = gst_bin_get_by_name(
+      GST_BIN(p.element("bin")), ("lane" + std::to_string(lane)).c_str());
+  if (!bin)
+    return nullptr;
+  GstElement *e = gst_bin_get_by_name(GST_BIN(bin), name);
+  gst_object_unref(bin);
+  return e;
+}
+
+GstElement *BuildAndFindInLane(LaunchedPipeline& p, guint lane,
+                               const char *name) {
+  if (gst_element_set_state(p.get(), GST_STATE_READY) !=
+      GST_STATE_CHANGE_SUCCESS)
+    return nullptr;
+  return LaneElement(p, lane, name);
+}
+
+// A pipeline of 4 lanes of `identity name=inject`, round-robin so that each
+// lane gets a quarter of the buffers whatever the machine's speed.
+std::string FourLanes(int buffers, const char *settings = "") {
+  return "videotestsrc name=src num-buffers=" + std::to_string(buffers) +
+         " ! video/x-raw,width=16,height=16 ! gpufanbin name=bin lanes=4 "
+         "policy=round-robin " +
+         settings + " branch=\"identity name=inject\" ! fakesink name=out";
+}
+
+// After `after` buffers, the pad's pushes return GST_FLOW_ERROR, with no
+// ERROR message: a branch that fails silently.
+GstPadProbeReturn FailSilently(GstPad *, GstPadProbeInfo *info,
+                               gpointer counter) {
+  auto *left = static_cast<std::atomic<int> *>(counter);
+  if (left->fetch_sub(1) > 0)
+    return GST_PAD_PROBE_OK;
+  gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
+  GST_PAD_PROBE_INFO_DATA(info) = nullptr;
+  GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_ERROR;
+  return GST_PAD_PROBE_HANDLED;
+}
+
+}  // namespace
+
+TEST(GpuFanBinLaneError, ALaneThatErrorsLeavesAndTheOthersGoOnInOrder) {
+  constexpr int kBuffers = 2000;
+  LaunchedPipeline p(FourLanes(kBuffers));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 1, "inject");
+  ASSERT_NE(inject, nullptr);
+  g_object_set(inject, "error-after", 200, nullptr);  // posts an ERROR
+  gst_object_unref(inject);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_GE(p.bus().CountType(GST_MESSAGE_WARNING), 2u)
+      << "the branch's ERROR as a WARNING, and the fan-out's";
+  const std::vector<int64_t> got = out.BufferIndices();
+  EXPECT_TRUE(StrictlyIncreasing(got)) << out.Summary();
+  // Lane 1's frames after its failure are lost; every other lane's are out.
+  EXPECT_LT(got.size(), static_cast<size_t>(kBuffers));
+  EXPECT_GT(got.size(), static_cast<size_t>(kBuffers) / 2);
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+}
+
+TEST(GpuFanBinLaneError, ABranchThatFailsWithoutAMessageLeavesToo) {
+  constexpr int kBuffers = 1000;
+  LaunchedPipeline p(FourLanes(kBuffers));
+  ASSERT_TRUE(p.ok());
+  std::atomic<int> left{20};
+  GstElement *inject = BuildAndFindInLane(p, 2, "inject");
+  ASSERT_NE(inject, nullptr);
+  GstPad *pad = gst_element_get_static_pad(inject, "src");
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, FailSilently, &left,
+                    nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(inject);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 2), 1u);
+  EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
+  EXPECT_GT(out.Buffers(), static_cast<size_t>(kBuffers) / 2);
+  ASSERT_TRUE(p.Stop());
+}
+
+TEST(GpuFanBinLaneError, FailStopsTheStreamAsBefore) {
+  LaunchedPipeline p(FourLanes(1000, "on-lane-error=fail"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 1, "inject");
+  ASSERT_NE(inject, nullptr);
+  g_object_set(inject, "error-after", 50, nullptr);
+  gst_object_unref(inject);
+  ASSERT_TRUE(p.Play());
+  GstMessage *m = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR);
+  EXPECT_EQ(LaneFailedMessages(p, 1), 0u);
+  ASSERT_TRUE(p.Stop());
+}
+
+TEST(GpuFanBinLaneError, EveryLaneFailingIsAnError) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=1000 ! video/x-raw,width=16,height=16 ! "
+      "gpufanbin name=bin lanes=2 branch=\"identity error-after=20\" ! "
+      "fakesink");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.Play());
+  // Upstream's own "Internal data stream error" may come first.
+  GstMessage *m = p.bus().WaitFor(
+      [](GstMessage *msg) {
+        return GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
+               BusLog::ErrorText(msg).find("Every lane has failed") !=
+                   std::string::npos;
+      },
+      kLongWait);
+  EXPECT_NE(m, nullptr) << p.bus().ErrorsText();
+  // Both lanes may fail at once: the other's message may follow the ERROR.
+  EXPECT_TRUE(p.bus().WaitForCount(
+      [](GstMessage *msg) {
+        return BusLog::IsElementMessage(msg, "gpufan-lane-failed");
+      },
+      2, kLongWait));
+  ASSERT_TRUE(p.Stop());
 }
