@@ -43,6 +43,7 @@
 #include "gstgpufandevices.h"
 #include "gstgpufanin.h"
 #include "gstgpufanout.h"
+#include "gstgpufanout-private.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_gpufan_bin_debug);
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
@@ -51,10 +52,10 @@ GST_DEBUG_CATEGORY_STATIC (gst_gpufan_bin_debug);
 #define MAX_LANES 64
 
 enum {
-  PROP_0,
-  PROP_BRANCH,
-  PROP_LANES,
-  PROP_FIRST_CHILD,
+  BIN_PROP_0,
+  BIN_PROP_BRANCH,
+  BIN_PROP_LANES,
+  BIN_PROP_FIRST_CHILD,
 };
 
 /* The properties of the children that the bin offers as its own. */
@@ -163,7 +164,7 @@ copy_param_spec (GParamSpec * p)
 static GstElement *
 child_for (GstGpuFanBin * self, guint prop_id)
 {
-  const ChildProperty & c = child_properties[prop_id - PROP_FIRST_CHILD];
+  const ChildProperty & c = child_properties[prop_id - BIN_PROP_FIRST_CHILD];
   return c.on_fanin ? self->fanin : self->fanout;
 }
 
@@ -174,19 +175,19 @@ gst_gpufan_bin_set_property (GObject * object, guint prop_id,
   GstGpuFanBin * self = GST_GPUFAN_BIN (object);
 
   switch (prop_id) {
-    case PROP_BRANCH:
+    case BIN_PROP_BRANCH:
       GST_OBJECT_LOCK (self);
       g_free (self->branch);
       self->branch = g_value_dup_string (value);
       GST_OBJECT_UNLOCK (self);
       break;
-    case PROP_LANES:
+    case BIN_PROP_LANES:
       GST_OBJECT_LOCK (self);
       self->lanes = g_value_get_uint (value);
       GST_OBJECT_UNLOCK (self);
       break;
     default:
-      if (prop_id >= PROP_FIRST_CHILD)
+      if (prop_id >= BIN_PROP_FIRST_CHILD)
         g_object_set_property (G_OBJECT (child_for (self, prop_id)),
             pspec->name, value);
       else
@@ -202,18 +203,18 @@ gst_gpufan_bin_get_property (GObject * object, guint prop_id, GValue * value,
   GstGpuFanBin * self = GST_GPUFAN_BIN (object);
 
   switch (prop_id) {
-    case PROP_BRANCH:
+    case BIN_PROP_BRANCH:
       GST_OBJECT_LOCK (self);
       g_value_set_string (value, self->branch);
       GST_OBJECT_UNLOCK (self);
       break;
-    case PROP_LANES:
+    case BIN_PROP_LANES:
       GST_OBJECT_LOCK (self);
       g_value_set_uint (value, self->lanes);
       GST_OBJECT_UNLOCK (self);
       break;
     default:
-      if (prop_id >= PROP_FIRST_CHILD)
+      if (prop_id >= BIN_PROP_FIRST_CHILD)
         g_object_get_property (G_OBJECT (child_for (self, prop_id)),
             pspec->name, value);
       else
@@ -388,6 +389,14 @@ caps_ends_as_capsfilters (const std::string & branch)
   return out;
 }
 
+/* On each lane's bin: its fan-out lane id + 1 (0: not a lane). */
+static GQuark
+lane_id_quark (void)
+{
+  static GQuark quark = g_quark_from_static_string ("gpufanbin-lane-id");
+  return quark;
+}
+
 /* --- building and removing the lanes -------------------------------------- */
 
 /* The device lane `index` was placed on: its GPU ordinal, or -1 for a CPU
@@ -521,6 +530,10 @@ build_lanes (GstGpuFanBin * self)
       ok = FALSE;
       break;
     }
+    guint lane_id = 0;
+    g_object_get (outs[i], "lane", &lane_id, nullptr);
+    g_object_set_qdata (G_OBJECT (lane), lane_id_quark (),
+        GUINT_TO_POINTER (lane_id + 1));
     gst_bin_add (GST_BIN (self), lane);
     self->branches->push_back (lane);
     if (gst_pad_link (outs[i], in) != GST_PAD_LINK_OK
@@ -564,9 +577,10 @@ gst_gpufan_bin_change_state (GstElement * element, GstStateChange transition)
   return ret;
 }
 
-/* An ERROR from an element of a lane's branch: with on-lane-error other
- * than fail, the fan-out takes the lane out and the stream goes on, so it
- * reaches the application as a WARNING. */
+/* An ERROR from an element of a lane's branch while streaming: with
+ * on-lane-error=drop-lane the fan-out takes the lane out and the stream goes
+ * on, so it reaches the application as a WARNING (same error, details and
+ * seqnum). */
 static void
 gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
 {
@@ -575,7 +589,12 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
   if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ERROR && src) {
     gint action = 0;
     g_object_get (self->fanout, "on-lane-error", &action, nullptr);
-    /* the bin's child that holds the source: lane0, lane1, ... */
+    /* Only while streaming: an element that cannot start (READY->PAUSED)
+     * fails the state change, and that stays an ERROR. */
+    GST_OBJECT_LOCK (self);
+    const bool streaming = GST_STATE (self) >= GST_STATE_PAUSED;
+    GST_OBJECT_UNLOCK (self);
+    /* the bin's child that holds the source: one of the lanes? */
     GstObject * child = GST_OBJECT_CAST (gst_object_ref (src));
     GstObject * parent;
     while ((parent = gst_object_get_parent (child))
@@ -583,16 +602,24 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
       gst_object_unref (child);
       child = parent;
     }
-    const bool from_lane = parent && GST_IS_BIN (child)
-        && g_str_has_prefix (GST_OBJECT_NAME (child), "lane");
+    gpointer lane_id = parent
+        ? g_object_get_qdata (G_OBJECT (child), lane_id_quark ())
+        : nullptr;
     if (parent)
       gst_object_unref (parent);
     gst_object_unref (child);
-    if (from_lane && action != 0 /* fail */) {
+    if (lane_id && streaming && action == GST_GPUFAN_LANE_ERROR_DROP_LANE) {
+      /* the ERROR itself takes the lane out, whether or not a push fails */
+      fanout::fail_lane_on_error (GST_GPUFAN_OUT (self->fanout),
+          GPOINTER_TO_UINT (lane_id) - 1);
       GError * err = nullptr;
       gchar * debug = nullptr;
+      const GstStructure * details = nullptr;
       gst_message_parse_error (message, &err, &debug);
-      GstMessage * warning = gst_message_new_warning (src, err, debug);
+      gst_message_parse_error_details (message, &details);
+      GstMessage * warning = gst_message_new_warning_with_details (src, err,
+          debug, details ? gst_structure_copy (details) : nullptr);
+      gst_message_set_seqnum (warning, gst_message_get_seqnum (message));
       g_clear_error (&err);
       g_free (debug);
       gst_message_unref (message);
@@ -659,7 +686,7 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
    * description that does not parse fails that change with the parser's
    * message.
    */
-  g_object_class_install_property (gobject_class, PROP_BRANCH,
+  g_object_class_install_property (gobject_class, BIN_PROP_BRANCH,
       g_param_spec_string ("branch", "Branch",
           "gst-launch description of one lane's elements (one unlinked input "
           "and output), e.g. \"videoconvert ! gaussianblur\"; one instance per "
@@ -675,7 +702,7 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
    * or one per CPU where there is no GPU; one per listed ordinal; N with
    * `cpu:N`; one per CPU with `cpu`).
    */
-  g_object_class_install_property (gobject_class, PROP_LANES,
+  g_object_class_install_property (gobject_class, BIN_PROP_LANES,
       g_param_spec_uint ("lanes", "Lanes",
           "Lanes to build (0 = as devices says: one per GPU, or per CPU "
           "where there is no GPU; one per listed GPU; N with cpu:N)",
@@ -694,7 +721,7 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
         = g_object_class_find_property (c.on_fanin ? fanin_class : fanout_class,
             c.name);
     g_assert (p);
-    g_object_class_install_property (gobject_class, PROP_FIRST_CHILD + i,
+    g_object_class_install_property (gobject_class, BIN_PROP_FIRST_CHILD + i,
         copy_param_spec (p));
   }
   /* Kept: the copies' strings are the children's. */

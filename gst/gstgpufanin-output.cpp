@@ -272,12 +272,15 @@ hand_over (const std::shared_ptr<gpufan::Session> & session,
 /* A push downstream returned @ret (not OK) for @item: the output stops as
  * GstQueue's does (downstream's EOS ends it quietly). */
 static void
-output_failed (GstGpuFanIn * self, GstFlowReturn ret, FanInItem * item,
-    bool * pause)
+output_failed (GstGpuFanIn * self, gpufan::Session & session, GstFlowReturn ret,
+    FanInItem * item, bool * pause)
 {
   GstGpuFanInPrivate * priv = self->priv;
   GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
   priv->src_ret = ret;
+  /* before the lanes see it: their fan-out must not blame their branches */
+  if (ret < GST_FLOW_EOS)
+    session.NoteOutputFailed ();
   if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
     if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
       GST_ELEMENT_FLOW_ERROR (self, ret);
@@ -331,7 +334,7 @@ stream_head_chunk_locked (GstGpuFanIn * self,
   FanInItem * failed = nullptr;
   GstFlowReturn ret = push_chunk_parts (self, parts, session->id (), &failed);
   if (ret != GST_FLOW_OK)
-    output_failed (self, ret, failed, pause);
+    output_failed (self, *session, ret, failed, pause);
 }
 
 /* Takes one batch from the window (after putting @arrival's item into it,
@@ -382,7 +385,7 @@ output_batch_locked (GstGpuFanIn * self,
     if (ret == GST_FLOW_OK)
       continue;
 
-    output_failed (self, ret, item, pause);
+    output_failed (self, *session, ret, item, pause);
     break; /* the rest of the batch is dropped */
   }
   stream_head_chunk_locked (self, session, pause);

@@ -136,8 +136,10 @@ fanout::lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all)
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (all || lane->result == GST_FLOW_FLUSHING || lane->result == GST_FLOW_EOS)
     lane->result = GST_FLOW_OK;
-  if (all)
+  if (all && lane->failed) {
     lane->failed = false;
+    self->priv->session->SetLaneFailed (lane->id, false);
+  }
   lane->eos_pushed = false;
   lane_changed_unlocked (self, lane);
 }
@@ -183,7 +185,10 @@ lane_device (GstGpuFanOut * self, const LanePtr & lane)
 static void
 lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
 {
-  self->priv->session->LaneEnded (lane->id);
+  /* the items behind the failing one are given up at once: what a failed
+   * branch still returns (buffers already past the failing element) comes
+   * back late and is dropped */
+  self->priv->session->SetLaneFailed (lane->id, true);
 
   const std::string device = lane_device (self, lane);
   const gchar * reason = gst_flow_get_name (ret);
@@ -211,6 +216,26 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
         ("on-lane-error=drop-lane and no lane is left"));
 }
 
+void
+fanout::fail_lane_on_error (GstGpuFanOut * self, guint id)
+{
+  if (self->priv->on_lane_error.load () != GST_GPUFAN_LANE_ERROR_DROP_LANE)
+    return;
+  LanePtr lane = find_lane (self, id);
+  if (!lane)
+    return;
+  {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    if (lane->failed)
+      return;
+    lane->failed = true;
+    if (!flow_is_fatal (lane->result))
+      lane->result = GST_FLOW_ERROR;
+    lane_changed_unlocked (self, lane);
+  }
+  lane_fail (self, lane, GST_FLOW_ERROR);
+}
+
 /* Records the result of a push that began at @link_generation; a fatal
  * one is reported once, naming the lane and its device. */
 void
@@ -220,6 +245,9 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
   bool newly_failed = false;
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    /* out of the stream until the next start: its result stays fatal */
+    if (lane->failed)
+      return;
     /* our own flush, deactivation or release of the lane: not a result the
      * branch gave */
     if (ret == GST_FLOW_FLUSHING && lane->state != LaneState::kRunning)
@@ -231,8 +259,8 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     /* failed with its result, so that the chain function never combines the
      * fatal result of a lane that is leaving */
     if (flow_is_fatal (ret) && !lane->failed
-        && self->priv->on_lane_error.load ()
-            == GST_GPUFAN_LANE_ERROR_DROP_LANE) {
+        && self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_DROP_LANE
+        && !self->priv->session->output_failed ()) {
       lane->failed = true;
       newly_failed = true;
     }
@@ -240,8 +268,13 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
   }
   GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
 
-  if (newly_failed)
+  if (newly_failed) {
+    /* the failing item counts as failed (not dropped) before the lane's
+     * other items are given up; lane_set_result runs on the worker, which
+     * owns the unreported push */
+    fanout::lane_report_push (self, lane);
     lane_fail (self, lane, ret);
+  }
   if (!flow_is_fatal (ret) || lane_failed (lane))
     return;
 
@@ -279,14 +312,17 @@ fanout::combine_lane_results (GstGpuFanOut * self)
   std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
   bool any_ok = false, any_eos = false, flushing = false;
   size_t failed_lanes = 0;
+  const bool drop_lane
+      = priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_DROP_LANE;
   GstFlowReturn fatal = GST_FLOW_OK;
   for (auto & kv : priv->lanes) {
     GstFlowReturn r;
     {
       std::lock_guard<gpufan::Mutex> lane_lk (kv.second->lock);
       r = kv.second->result;
-      /* a lane out of service counts as gone, unless every lane is */
-      if (kv.second->failed) {
+      /* a lane out of service counts as gone, unless every lane is (after
+       * a switch to fail, its error stops the stream again) */
+      if (kv.second->failed && drop_lane) {
         failed_lanes++;
         continue;
       }

@@ -25,6 +25,8 @@ const char *LaneStateName(LaneState state) {
       return "joining";
     case LaneState::kStalled:
       return "stalled";
+    case LaneState::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -49,6 +51,8 @@ bool Session::AnyClaimedUnlocked() const {
 }
 
 LaneState Session::StateOfUnlocked(const Lane& lane, bool any_claimed) {
+  if (lane.failed)
+    return LaneState::kFailed;
   if (!lane.eligible)
     return LaneState::kInactive;
   if (lane.stalled)
@@ -75,6 +79,7 @@ void Session::SchedulableUnlocked(std::vector<bool> *schedulable,
       case LaneState::kStalled:
         return 1;
       case LaneState::kInactive:
+      case LaneState::kFailed:
         break;
     }
     return 0;
@@ -138,6 +143,33 @@ void Session::HeardFromUnlocked(Lane& lane) {
   lane.stalled = false;
   lane.stall_kind = StallKind::kNone;
   NotifyAllUnlocked();
+}
+
+void Session::SetLaneFailed(uint32_t lane, bool failed) {
+  std::lock_guard<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  l->failed = failed;
+  if (!failed)
+    return;
+  // Nothing more comes out of it. The item inside the push that failed
+  // counts as failed, the others as dropped.
+  for (const Outstanding& item : l->outstanding)
+    DropOutstandingUnlocked(*l, item, l->in_push && item.seq == l->pushing_seq);
+  l->outstanding.clear();
+  l->queued = 0;
+  NotifyAllUnlocked();
+}
+
+void Session::NoteOutputFailed() {
+  std::lock_guard<Mutex> lock(mutex_);
+  output_failed_ = true;
+}
+
+bool Session::output_failed() const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return output_failed_;
 }
 
 void Session::LaneEnded(uint32_t lane) {

@@ -262,6 +262,7 @@ void Session::Reset() {
   }
   in_flight_ = 0;
   input_ended_ = false;
+  output_failed_ = false;
   accounted_since_ns_ = kNoTime;
   output_due_ns_ = kNoTime;  // no head left to wait for
   NotifyAllUnlocked();

@@ -284,6 +284,15 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void AttachBefore(uint64_t seq, PayloadPtr payload);
   // The lane ended (EOS): its outstanding items are gone.
   void LaneEnded(uint32_t lane);
+  // The fan-out took the lane out of the stream because its branch failed
+  // (true), or starts it again (false). A failed lane's outstanding items are
+  // given up at once; it gets no items (LaneState::kFailed) and a fan-in
+  // stops waiting for its EOS. A flush (Reset) keeps it failed.
+  void SetLaneFailed(uint32_t lane, bool failed);
+  // The fan-in's output failed (downstream returned a fatal flow): the
+  // lanes' pushes will return that error too, and it is not theirs.
+  void NoteOutputFailed();
+  bool output_failed() const;
   // Releases what may leave now, in order, applying the stall timeout to a
   // pending head. Never blocks.
   ReadyBatch TakeReady();
@@ -364,6 +373,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     uint64_t pushing_seq = 0;
     // Stalled (LaneState::kStalled): why and since when.
     bool stalled = false;
+    // Taken out of the stream by the fan-out (SetLaneFailed).
+    bool failed = false;
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
@@ -515,6 +526,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint64_t generation_ = 0;
   bool flushing_ = false;
   bool input_ended_ = false;
+  bool output_failed_ = false;            // NoteOutputFailed; cleared by Reset
   int64_t accounted_since_ns_ = kNoTime;  // see AccountedForSinceNs
   // Dispatch-to-arrival times (AddedLatencyNs): the largest of the current
   // and of the previous run of kSojournRun arrivals.

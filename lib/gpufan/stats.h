@@ -25,6 +25,10 @@ enum class LaneState {
   // back: its items were given up together, and it gets no items while
   // another lane can take them, until anything comes back from it.
   kStalled,
+  // Its branch failed and the fan-out took it out of the stream
+  // (on-lane-error=drop-lane): no items, and nothing more is awaited from it
+  // (its EOS included) until the next start.
+  kFailed,
 };
 enum class StallKind {
   kNone,

@@ -672,6 +672,40 @@ TEST_F(SessionTest, LaneEndedDropsItsOutstandingItems) {
   EXPECT_EQ(a.seq + c.seq, 2u);
 }
 
+// on-lane-error=drop-lane: the item inside the failed push counts as failed,
+// what the lane had behind it as dropped; the lane gets no items, shows as
+// failed, survives a flush (Reset), and is back once the fan-out says so.
+TEST_F(SessionTest, AFailedLaneGivesUpItsItemsAndTakesNoMore) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0);  // inside its push (MarkStarted)
+  const Dispatch b = Send(1);
+  const Dispatch c = Send(0);  // queued behind a
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  session_->SetLaneFailed(0, true);
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "-@2"}));
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(s, 0).failed + Lane(s, 0).dropped, 2u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(a.seq + c.seq, 2u);
+  // Every item goes to lane 1 now, a flush included.
+  EXPECT_EQ(Send(1).seq, 3u);
+  session_->Reset();
+  EXPECT_EQ(Lane(session_->Stats(), 0).state, LaneState::kFailed);
+  EXPECT_EQ(Send(1).lane, 1u);
+  session_->SetLaneFailed(0, false);
+  EXPECT_NE(Lane(session_->Stats(), 0).state, LaneState::kFailed);
+}
+
+TEST_F(SessionTest, AnOutputFailureIsNotedUntilReset) {
+  Make(RoundRobin());
+  EXPECT_FALSE(session_->output_failed());
+  session_->NoteOutputFailed();
+  EXPECT_TRUE(session_->output_failed());
+  session_->Reset();
+  EXPECT_FALSE(session_->output_failed());
+}
+
 TEST_F(SessionTest, UnclaimedLaneIsNoLongerAwaited) {
   Make(RoundRobin());
   Send(0);  // seq 0, awaited, never comes back
