@@ -204,10 +204,11 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
               lane->id, "device", G_TYPE_STRING, device.c_str (), "reason",
               G_TYPE_STRING, reason, nullptr)));
 
+  /* a lane that is not linked takes nothing either */
   bool every_lane_failed = true;
   for (const LanePtr & other : fanout::snapshot_lanes (self)) {
     std::lock_guard<gpufan::Mutex> lk (other->lock);
-    every_lane_failed &= other->failed;
+    every_lane_failed &= other->failed || !other->linked.load ();
   }
   if (every_lane_failed && !self->priv->lane_error_posted.exchange (true))
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
@@ -339,6 +340,9 @@ fanout::combine_lane_results (GstGpuFanOut * self)
   GstFlowReturn combined;
   if (!priv->lanes.empty () && failed_lanes == priv->lanes.size ())
     combined = GST_FLOW_ERROR;
+  else if (failed_lanes > 0 && !any_ok && !flushing && fatal == GST_FLOW_OK
+      && !any_eos)
+    combined = GST_FLOW_ERROR; /* the rest are not linked: none is left */
   else if (priv->lanes.empty ())
     combined = GST_FLOW_NOT_LINKED;
   else if (flushing)

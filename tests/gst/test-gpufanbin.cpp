@@ -675,3 +675,27 @@ TEST(GpuFanBinLaneError, AFailedLaneIsBackAfterARestart) {
   gst_structure_free(stats);
   ASSERT_TRUE(p.Stop());
 }
+
+// gpufanout alone: its only linked lane fails beside a request pad nobody
+// linked. No lane is left: the fan-out's ERROR, not upstream's not-linked.
+TEST(GpuFanBinLaneError, TheLastLinkedLaneFailingIsAnError) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=200 ! video/x-raw,width=16,height=16 ! "
+      "gpufanout name=f on-lane-error=drop-lane  gpufanin name=m ! fakesink "
+      "f.src_0 ! identity error-after=20 ! m.sink_0");
+  ASSERT_TRUE(p.ok());
+  GstPad *unlinked = gst_element_request_pad_simple(p.element("f"), "src_%u");
+  ASSERT_NE(unlinked, nullptr);
+  ASSERT_TRUE(p.Play());
+  GstMessage *m = p.bus().WaitFor(
+      [](GstMessage *msg) {
+        return GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
+               BusLog::ErrorText(msg).find("Every lane has failed") !=
+                   std::string::npos;
+      },
+      kLongWait);
+  EXPECT_NE(m, nullptr) << p.bus().ErrorsText();
+  ASSERT_TRUE(p.Stop());
+  gst_element_release_request_pad(p.element("f"), unlinked);
+  gst_object_unref(unlinked);
+}
