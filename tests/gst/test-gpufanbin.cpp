@@ -423,6 +423,16 @@ GstElement *BuildAndFindInLane(LaunchedPipeline& p, guint lane,
   return LaneElement(p, lane, name);
 }
 
+// The first ERROR whose text holds `text` (other ERRORs may come first).
+GstMessage *WaitForError(LaunchedPipeline& p, const std::string& text) {
+  return p.bus().WaitFor(
+      [&text](GstMessage *msg) {
+        return GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
+               BusLog::ErrorText(msg).find(text) != std::string::npos;
+      },
+      kLongWait);
+}
+
 // WARNING messages whose source is named `name`.
 size_t WarningsFrom(LaunchedPipeline& p, const char *name) {
   return p.bus().Count([name](GstMessage *m) {
@@ -563,13 +573,7 @@ TEST(GpuFanBinLaneError, EveryLaneFailingIsAnError) {
   ASSERT_TRUE(p.ok());
   ASSERT_TRUE(p.Play());
   // Upstream's own "Internal data stream error" may come first.
-  GstMessage *m = p.bus().WaitFor(
-      [](GstMessage *msg) {
-        return GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
-               BusLog::ErrorText(msg).find("Every lane has failed") !=
-                   std::string::npos;
-      },
-      kLongWait);
+  GstMessage *m = WaitForError(p, "Every lane has failed");
   EXPECT_NE(m, nullptr) << p.bus().ErrorsText();
   // Both lanes may fail at once: the other's message may follow the ERROR.
   EXPECT_TRUE(p.bus().WaitForCount(
@@ -687,13 +691,7 @@ TEST(GpuFanBinLaneError, TheLastLinkedLaneFailingIsAnError) {
   GstPad *unlinked = gst_element_request_pad_simple(p.element("f"), "src_%u");
   ASSERT_NE(unlinked, nullptr);
   ASSERT_TRUE(p.Play());
-  GstMessage *m = p.bus().WaitFor(
-      [](GstMessage *msg) {
-        return GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
-               BusLog::ErrorText(msg).find("Every lane has failed") !=
-                   std::string::npos;
-      },
-      kLongWait);
+  GstMessage *m = WaitForError(p, "Every lane has failed");
   EXPECT_NE(m, nullptr) << p.bus().ErrorsText();
   ASSERT_TRUE(p.Stop());
   gst_element_release_request_pad(p.element("f"), unlinked);
