@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -696,4 +697,113 @@ TEST(GpuFanBinLaneError, TheLastLinkedLaneFailingIsAnError) {
   ASSERT_TRUE(p.Stop());
   gst_element_release_request_pad(p.element("f"), unlinked);
   gst_object_unref(unlinked);
+}
+
+namespace {
+
+// Holds the source at its `at`-th buffer until the bus has a message that
+// satisfies `until` (bounded: kLongWait), so that the rest of the stream
+// comes after it whatever the machine's speed.
+struct HoldSource {
+  LaunchedPipeline *p;
+  int at;
+  std::function<bool(GstMessage *)> until;
+  std::atomic<int> seen{0};
+};
+
+GstPadProbeReturn HoldSourceProbe(GstPad *, GstPadProbeInfo *, gpointer data) {
+  auto *hold = static_cast<HoldSource *>(data);
+  if (hold->seen.fetch_add(1) == hold->at) {
+    EXPECT_NE(hold->p->bus().WaitFor(hold->until, kLongWait), nullptr)
+        << "the awaited message never came";
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+}  // namespace
+
+// lane-restart-delay: the failed lane's branch is rebuilt and the lane takes
+// frames again; one lane-failed and one lane-restored message.
+TEST(GpuFanBinLaneError, AFailedLaneIsRebuiltAndRejoins) {
+  constexpr int kBuffers = 800;
+  LaunchedPipeline p(FourLanes(kBuffers, "lane-restart-delay=10000000"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
+  ASSERT_NE(inject, nullptr);
+  g_object_set(inject, "error-after", 10, nullptr);
+  gst_object_unref(inject);
+  HoldSource hold{&p, 200, [](GstMessage *m) {
+                    return BusLog::IsElementMessage(m, "gpufan-lane-restored");
+                  }};
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, HoldSourceProbe, &hold);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 3), 1u);
+  EXPECT_EQ(p.bus().Count([](GstMessage *m) {
+    return BusLog::IsElementMessage(m, "gpufan-lane-restored");
+  }),
+            1u);
+  EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
+  GstStructure *stats = GetStats(p.element("bin"));
+  ASSERT_NE(stats, nullptr);
+  const GstStructure *lane3 = StatsLaneById(stats, 3);
+  ASSERT_NE(lane3, nullptr);
+  EXPECT_STREQ(gst_structure_get_string(lane3, "state"), "active");
+  // Its quarter of the 600 buffers after the rebuild, and the 9 before.
+  EXPECT_GT(StatsU64(lane3, "completed"), 100u);
+  gst_structure_free(stats);
+}
+
+namespace {
+
+// Every new element named "inject" in lane 3 fails after `after` buffers:
+// the rebuilt lane fails again.
+void InjectIntoLane3(GstBin *, GstBin *sub, GstElement *element,
+                     gpointer after) {
+  if (g_str_equal(GST_OBJECT_NAME(element), "inject") &&
+      g_str_equal(GST_OBJECT_NAME(sub), "lane3"))
+    g_object_set(element, "error-after", GPOINTER_TO_INT(after), nullptr);
+}
+
+}  // namespace
+
+// A lane that fails again waits twice as long before its next rebuild.
+TEST(GpuFanBinLaneError, ALaneThatFailsAgainWaitsTwiceAsLong) {
+  constexpr guint64 kDelay = 10000000;  // 10 ms
+  LaunchedPipeline p(FourLanes(1200, "lane-restart-delay=10000000"));
+  ASSERT_TRUE(p.ok());
+  // Also for the elements of lanes rebuilt later.
+  g_signal_connect(p.element("bin"), "deep-element-added",
+                   G_CALLBACK(InjectIntoLane3), GINT_TO_POINTER(10));
+  ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
+            GST_STATE_CHANGE_SUCCESS);
+  auto restored = [](GstMessage *m) {
+    return BusLog::IsElementMessage(m, "gpufan-lane-restored");
+  };
+  HoldSource first{&p, 200, restored};
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, HoldSourceProbe, &first);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.Play());
+  // The second failure comes from the rebuilt lane's own 10 buffers.
+  ASSERT_TRUE(p.bus().WaitForCount(restored, 2, kLongWait))
+      << p.bus().ErrorsText();
+  ASSERT_TRUE(out.WaitEvents(GST_EVENT_EOS, 1, kLongWait)) << out.Summary();
+  const std::vector<GstMessage *> got = p.bus().Matching(restored);
+  ASSERT_GE(got.size(), 2u);
+  guint failures[2] = {0, 0};
+  guint64 delays[2] = {0, 0};
+  for (int i = 0; i < 2; i++) {
+    const GstStructure *s = gst_message_get_structure(got[i]);
+    gst_structure_get_uint(s, "failures", &failures[i]);
+    gst_structure_get_uint64(s, "delay", &delays[i]);
+  }
+  EXPECT_EQ(failures[0], 1u);
+  EXPECT_EQ(delays[0], kDelay);
+  EXPECT_EQ(failures[1], 2u);
+  EXPECT_EQ(delays[1], 2 * kDelay);
+  EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices()));
+  ASSERT_TRUE(p.Stop());
 }
