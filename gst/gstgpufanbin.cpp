@@ -35,8 +35,6 @@
 
 #include "gstgpufanbin.h"
 
-#include <atomic>
-#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -52,15 +50,11 @@ GST_DEBUG_CATEGORY_STATIC (gst_gpufan_bin_debug);
 
 #define DEFAULT_LANES 0
 #define MAX_LANES 64
-#define DEFAULT_LANE_RESTART_DELAY GST_SECOND
-/* The longest a failed lane waits for its rebuild, however often it failed. */
-#define MAX_LANE_RESTART_DELAY (60 * GST_SECOND)
 
 enum {
   BIN_PROP_0,
   BIN_PROP_BRANCH,
   BIN_PROP_LANES,
-  BIN_PROP_LANE_RESTART_DELAY,
   BIN_PROP_FIRST_CHILD,
 };
 
@@ -104,15 +98,6 @@ struct _GstGpuFanBin {
   /* The built lanes, between NULL->READY and READY->NULL (state-change
    * thread only). */
   std::vector<GstElement *> * branches;
-
-  /* Restarts of failed lanes (lane-restart-delay). restart_lock guards
-   * stopping and failures; restart_cond wakes a waiting restart when the
-   * bin stops. A rebuild runs under the bin's state lock. */
-  std::atomic<guint64> restart_delay;
-  GMutex restart_lock;
-  GCond restart_cond;
-  bool stopping;
-  std::map<guint, guint> * failures; /* lane id -> failures this run */
 };
 
 G_DEFINE_TYPE (GstGpuFanBin, gst_gpufan_bin, GST_TYPE_BIN);
@@ -201,9 +186,6 @@ gst_gpufan_bin_set_property (GObject * object, guint prop_id,
       self->lanes = g_value_get_uint (value);
       GST_OBJECT_UNLOCK (self);
       break;
-    case BIN_PROP_LANE_RESTART_DELAY:
-      self->restart_delay = g_value_get_uint64 (value);
-      break;
     default:
       if (prop_id >= BIN_PROP_FIRST_CHILD)
         g_object_set_property (G_OBJECT (child_for (self, prop_id)),
@@ -230,9 +212,6 @@ gst_gpufan_bin_get_property (GObject * object, guint prop_id, GValue * value,
       GST_OBJECT_LOCK (self);
       g_value_set_uint (value, self->lanes);
       GST_OBJECT_UNLOCK (self);
-      break;
-    case BIN_PROP_LANE_RESTART_DELAY:
-      g_value_set_uint64 (value, self->restart_delay.load ());
       break;
     default:
       if (prop_id >= BIN_PROP_FIRST_CHILD)
@@ -420,24 +399,21 @@ lane_id_quark (void)
 
 /* --- building and removing the lanes -------------------------------------- */
 
-/* The GPU lane @id was placed on, or -1 for a CPU lane: from the fan-out's
- * statistics, after its placement (READY). */
+/* The device lane `index` was placed on: its GPU ordinal, or -1 for a CPU
+ * lane. Read from the fan-out's statistics after its placement (READY). */
 static gint
-placed_gpu (GstGpuFanBin * self, guint id)
+placed_gpu (GstGpuFanBin * self, guint index)
 {
   GstStructure * stats = nullptr;
   g_object_get (self->fanout, "stats", &stats, nullptr);
   gint gpu = -1;
   const GValue * lanes = stats ? gst_structure_get_value (stats, "lanes") : 0;
-  for (guint i = 0; lanes && GST_VALUE_HOLDS_ARRAY (lanes)
-       && i < gst_value_array_get_size (lanes);
-       i++) {
+  if (lanes && GST_VALUE_HOLDS_ARRAY (lanes)
+      && index < gst_value_array_get_size (lanes)) {
     const GstStructure * lane
-        = gst_value_get_structure (gst_value_array_get_value (lanes, i));
-    guint lane_id = G_MAXUINT;
-    gst_structure_get_uint (lane, "lane", &lane_id);
+        = gst_value_get_structure (gst_value_array_get_value (lanes, index));
     const gchar * kind = gst_structure_get_string (lane, "device-kind");
-    if (lane_id == id && kind && g_str_equal (kind, "cuda"))
+    if (kind && g_str_equal (kind, "cuda"))
       gst_structure_get_int (lane, "device-index", &gpu);
   }
   if (stats)
@@ -472,68 +448,6 @@ remove_lanes (GstGpuFanBin * self)
 #define BRANCH_ERROR(self, text, detail)                                       \
   GST_ELEMENT_ERROR (self, CORE, PAD, ("%s", (text).c_str ()),                 \
       ("%s", (detail).c_str ()))
-
-/* One lane's branch for lane @id, placed on @gpu (-1: CPU), as a bin with
- * "sink" and "src" ghost pads, named lane<index>. nullptr with *text and
- * *detail saying why. */
-static GstElement *
-make_lane_branch (const std::string & branch, guint index, guint id, gint gpu,
-    std::string * text, std::string * detail)
-{
-  *detail = "branch=\"" + branch + "\"";
-  std::string bound, error;
-  if (!bind_branch_to_device (caps_ends_as_capsfilters (branch), gpu, &bound,
-          &error)) {
-    *text = "Lane " + std::to_string (index) + " ("
-        + (gpu >= 0 ? "GPU " + std::to_string (gpu) : std::string ("CPU"))
-        + "): " + error;
-    return nullptr;
-  }
-  GError * err = nullptr;
-  GstElement * lane = gst_parse_bin_from_description_full (bound.c_str (), TRUE,
-      nullptr, GST_PARSE_FLAG_FATAL_ERRORS, &err);
-  if (!lane) {
-    *text = std::string ("Bad branch description: ")
-        + (err ? err->message : "unknown error");
-    g_clear_error (&err);
-    return nullptr;
-  }
-  GstPad * in = gst_element_get_static_pad (lane, "sink");
-  GstPad * out = gst_element_get_static_pad (lane, "src");
-  const bool whole = in && out;
-  if (!whole)
-    *text = std::string ("The branch needs one unlinked input and one "
-                         "unlinked output (it has ")
-        + (in ? "" : "no input") + (!in && !out ? " and " : "")
-        + (out ? "" : "no output") + ")";
-  g_clear_object (&in);
-  g_clear_object (&out);
-  if (!whole) {
-    gst_object_unref (gst_object_ref_sink (lane));
-    return nullptr;
-  }
-  if (bound != branch)
-    GST_DEBUG ("lane %u on GPU %d runs \"%s\"", index, gpu, bound.c_str ());
-  gchar * name = g_strdup_printf ("lane%u", index);
-  gst_object_set_name (GST_OBJECT (lane), name);
-  g_free (name);
-  g_object_set_qdata (G_OBJECT (lane), lane_id_quark (),
-      GUINT_TO_POINTER (id + 1));
-  return lane;
-}
-
-/* Links @lane between the fan-out's @out and the fan-in's @in. */
-static bool
-link_lane (GstElement * lane, GstPad * out, GstPad * in)
-{
-  GstPad * lane_in = gst_element_get_static_pad (lane, "sink");
-  GstPad * lane_out = gst_element_get_static_pad (lane, "src");
-  const bool ok = gst_pad_link (out, lane_in) == GST_PAD_LINK_OK
-      && gst_pad_link (lane_out, in) == GST_PAD_LINK_OK;
-  gst_object_unref (lane_in);
-  gst_object_unref (lane_out);
-  return ok;
-}
 
 static gboolean
 build_lanes (GstGpuFanBin * self)
@@ -571,23 +485,66 @@ build_lanes (GstGpuFanBin * self)
       != GST_STATE_CHANGE_FAILURE; /* the fan-out posted why */
 
   for (guint i = 0; ok && i < count; i++) {
-    guint id = 0;
-    g_object_get (outs[i], "lane", &id, nullptr);
-    std::string text, detail;
-    GstElement * lane = make_lane_branch (branch, i, id, placed_gpu (self, id),
-        &text, &detail);
-    if (!lane) {
-      BRANCH_ERROR (self, text, detail);
+    const gint gpu = placed_gpu (self, i);
+    std::string bound;
+    if (!bind_branch_to_device (caps_ends_as_capsfilters (branch), gpu, &bound,
+            &error)) {
+      BRANCH_ERROR (self,
+          "Lane " + std::to_string (i) + " ("
+              + (gpu >= 0 ? "GPU " + std::to_string (gpu) : std::string ("CPU"))
+              + "): " + error,
+          "branch=\"" + branch + "\"");
       ok = FALSE;
       break;
     }
+    if (bound != branch)
+      GST_DEBUG_OBJECT (self, "lane %u on GPU %d runs \"%s\"", i, gpu,
+          bound.c_str ());
+    GError * err = nullptr;
+    GstElement * lane = gst_parse_bin_from_description_full (bound.c_str (),
+        TRUE, nullptr, GST_PARSE_FLAG_FATAL_ERRORS, &err);
+    if (!lane) {
+      BRANCH_ERROR (self,
+          std::string ("Bad branch description: ")
+              + (err ? err->message : "unknown error"),
+          "branch=\"" + branch + "\"");
+      g_clear_error (&err);
+      ok = FALSE;
+      break;
+    }
+    gchar * name = g_strdup_printf ("lane%u", i);
+    gst_object_set_name (GST_OBJECT (lane), name);
+    g_free (name);
+    GstPad * in = gst_element_get_static_pad (lane, "sink");
+    GstPad * out = gst_element_get_static_pad (lane, "src");
+    if (!in || !out) {
+      BRANCH_ERROR (self,
+          std::string ("The branch needs one unlinked input "
+                       "and one unlinked output (it has ")
+              + (in ? "" : "no input") + (!in && !out ? " and " : "")
+              + (out ? "" : "no output") + ")",
+          "branch=\"" + branch + "\"");
+      g_clear_object (&in);
+      g_clear_object (&out);
+      gst_object_unref (gst_object_ref_sink (lane));
+      ok = FALSE;
+      break;
+    }
+    guint lane_id = 0;
+    g_object_get (outs[i], "lane", &lane_id, nullptr);
+    g_object_set_qdata (G_OBJECT (lane), lane_id_quark (),
+        GUINT_TO_POINTER (lane_id + 1));
     gst_bin_add (GST_BIN (self), lane);
     self->branches->push_back (lane);
-    if (!link_lane (lane, outs[i], ins[i])) {
+    if (gst_pad_link (outs[i], in) != GST_PAD_LINK_OK
+        || gst_pad_link (out, ins[i]) != GST_PAD_LINK_OK) {
       BRANCH_ERROR (self,
-          "Cannot link lane " + std::to_string (i) + "'s branch", detail);
+          "Cannot link lane " + std::to_string (i) + "'s branch",
+          "branch=\"" + branch + "\"");
       ok = FALSE;
     }
+    gst_object_unref (in);
+    gst_object_unref (out);
   }
   for (GstPad * pad : outs)
     gst_object_unref (pad);
@@ -598,161 +555,11 @@ build_lanes (GstGpuFanBin * self)
   return ok;
 }
 
-/* --- rebuilding a failed lane -------------------------------------------- */
-
-struct LaneRestart {
-  guint id;
-  guint failures; /* of this lane in this run, this one included */
-  guint64 delay_ns;
-};
-
-/* The lane bin (a ref) for fan-out lane @id, or nullptr. */
-static GstElement *
-find_lane_branch (GstGpuFanBin * self, guint id)
-{
-  GstElement * found = nullptr;
-  GST_OBJECT_LOCK (self);
-  for (GList * l = GST_BIN_CHILDREN (self); l && !found; l = l->next)
-    if (GPOINTER_TO_UINT (
-            g_object_get_qdata (G_OBJECT (l->data), lane_id_quark ()))
-        == id + 1)
-      found = GST_ELEMENT (gst_object_ref (l->data));
-  GST_OBJECT_UNLOCK (self);
-  return found;
-}
-
-/* Replaces lane @id's failed branch with a fresh instance, linked to the
- * same pads, and puts the lane back in service. Under the bin's state lock,
- * so that no state change runs beside it. */
-static void
-rebuild_lane (GstGpuFanBin * self, guint id, guint failures, guint64 delay_ns)
-{
-  GstElement * old = find_lane_branch (self, id);
-  if (!old)
-    return;
-  GstPad * old_in = gst_element_get_static_pad (old, "sink");
-  GstPad * old_out = gst_element_get_static_pad (old, "src");
-  GstPad * out = gst_pad_get_peer (old_in); /* the fan-out's src_N */
-  GstPad * in = gst_pad_get_peer (old_out); /* the fan-in's sink_N */
-  GST_OBJECT_LOCK (self);
-  const std::string branch = self->branch ? self->branch : "";
-  GST_OBJECT_UNLOCK (self);
-  guint index = 0;
-  sscanf (GST_OBJECT_NAME (old), "lane%u", &index);
-  std::string text, detail;
-  GstElement * fresh = out && in ? make_lane_branch (branch, index, id,
-                           placed_gpu (self, id), &text, &detail)
-                                 : nullptr;
-  if (fresh) {
-    gst_pad_unlink (out, old_in);
-    gst_pad_unlink (old_out, in);
-    gst_element_set_locked_state (old, TRUE);
-    gst_element_set_state (old, GST_STATE_NULL);
-    gst_bin_remove (GST_BIN (self), old);
-    std::replace (self->branches->begin (), self->branches->end (), old, fresh);
-    gst_bin_add (GST_BIN (self), fresh);
-    if (link_lane (fresh, out, in)
-        && gst_element_sync_state_with_parent (fresh)) {
-      const std::string device
-          = fanout::restore_lane (GST_GPUFAN_OUT (self->fanout), id);
-      GST_ELEMENT_INFO (self, STREAM, FAILED,
-          ("Lane %u (device %s) is back in the stream", index, device.c_str ()),
-          ("its branch was rebuilt after %u failure(s)", failures));
-      gst_element_post_message (GST_ELEMENT_CAST (self),
-          gst_message_new_element (GST_OBJECT_CAST (self),
-              gst_structure_new ("gpufan-lane-restored", "lane", G_TYPE_UINT,
-                  id, "device", G_TYPE_STRING, device.c_str (), "failures",
-                  G_TYPE_UINT, failures, "delay", G_TYPE_UINT64, delay_ns,
-                  nullptr)));
-    } else
-      GST_ELEMENT_WARNING (self, CORE, PAD,
-          ("Lane %u could not be rebuilt", index), (NULL));
-  } else {
-    GST_ELEMENT_WARNING (self, CORE, PAD,
-        ("Lane %u could not be rebuilt: %s", index,
-            text.empty () ? "not linked" : text.c_str ()),
-        (NULL));
-  }
-  g_clear_object (&out);
-  g_clear_object (&in);
-  gst_object_unref (old_in);
-  gst_object_unref (old_out);
-  gst_object_unref (old);
-}
-
-/* From gst_element_call_async's thread: waits the lane's restart delay (or
- * until the bin stops), then rebuilds it. */
-static void
-restart_lane (GstElement * element, gpointer data)
-{
-  GstGpuFanBin * self = GST_GPUFAN_BIN (element);
-  const LaneRestart * restart = static_cast<LaneRestart *> (data);
-  const gint64 deadline
-      = g_get_monotonic_time () + (gint64)(restart->delay_ns / 1000);
-  g_mutex_lock (&self->restart_lock);
-  while (!self->stopping
-      && g_cond_wait_until (&self->restart_cond, &self->restart_lock,
-          deadline)) {
-  }
-  const bool stopping = self->stopping;
-  g_mutex_unlock (&self->restart_lock);
-  if (stopping)
-    return;
-  GST_STATE_LOCK (self);
-  g_mutex_lock (&self->restart_lock);
-  const bool still_running = !self->stopping;
-  g_mutex_unlock (&self->restart_lock);
-  if (still_running)
-    rebuild_lane (self, restart->id, restart->failures, restart->delay_ns);
-  GST_STATE_UNLOCK (self);
-}
-
-/* A lane failed: its rebuild after lane-restart-delay, doubled with each
- * failure of that lane in this run (at most MAX_LANE_RESTART_DELAY). */
-static void
-schedule_restart (GstGpuFanBin * self, guint id)
-{
-  const guint64 base = self->restart_delay.load ();
-  if (base == 0)
-    return;
-  g_mutex_lock (&self->restart_lock);
-  const guint failures = ++(*self->failures)[id];
-  const bool stopping = self->stopping;
-  g_mutex_unlock (&self->restart_lock);
-  if (stopping)
-    return;
-  guint64 delay = base;
-  for (guint i = 1; i < failures && delay < MAX_LANE_RESTART_DELAY; i++)
-    delay *= 2;
-  delay = MIN (delay, MAX_LANE_RESTART_DELAY);
-  GST_INFO_OBJECT (self,
-      "lane %u failed (%u times): rebuilt in %" GST_TIME_FORMAT, id, failures,
-      GST_TIME_ARGS (delay));
-  gst_element_call_async (GST_ELEMENT (self), restart_lane,
-      new LaneRestart{ id, failures, delay },
-      [] (gpointer p) { delete static_cast<LaneRestart *> (p); });
-}
-
-static void
-set_stopping (GstGpuFanBin * self, bool stopping)
-{
-  g_mutex_lock (&self->restart_lock);
-  self->stopping = stopping;
-  if (!stopping)
-    self->failures->clear ();
-  g_cond_broadcast (&self->restart_cond);
-  g_mutex_unlock (&self->restart_lock);
-}
-
 static GstStateChangeReturn
 gst_gpufan_bin_change_state (GstElement * element, GstStateChange transition)
 {
   GstGpuFanBin * self = GST_GPUFAN_BIN (element);
 
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
-    set_stopping (self, false);
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
-    set_stopping (self, true); /* pending rebuilds give up */
   if (transition == GST_STATE_CHANGE_NULL_TO_READY && !build_lanes (self)) {
     gst_element_set_state (self->fanout, GST_STATE_NULL);
     remove_lanes (self);
@@ -779,14 +586,6 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
 {
   GstGpuFanBin * self = GST_GPUFAN_BIN (bin);
   GstObject * src = GST_MESSAGE_SRC (message);
-  if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ELEMENT
-      && src == GST_OBJECT_CAST (self->fanout)
-      && gst_message_has_name (message, "gpufan-lane-failed")) {
-    guint id = 0;
-    if (gst_structure_get_uint (gst_message_get_structure (message), "lane",
-            &id))
-      schedule_restart (self, id);
-  }
   if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ERROR && src) {
     gint action = 0;
     g_object_get (self->fanout, "on-lane-error", &action, nullptr);
@@ -837,11 +636,6 @@ gst_gpufan_bin_init (GstGpuFanBin * self)
 {
   self->branches = new std::vector<GstElement *> ();
   self->lanes = DEFAULT_LANES;
-  self->restart_delay = DEFAULT_LANE_RESTART_DELAY;
-  g_mutex_init (&self->restart_lock);
-  g_cond_init (&self->restart_cond);
-  self->stopping = true;
-  self->failures = new std::map<guint, guint> ();
   self->fanout = gst_element_factory_make ("gpufanout", "fanout");
   self->fanin = gst_element_factory_make ("gpufanin", "fanin");
   g_assert (self->fanout && self->fanin); /* registered by this plugin */
@@ -866,9 +660,6 @@ gst_gpufan_bin_finalize (GObject * object)
 {
   GstGpuFanBin * self = GST_GPUFAN_BIN (object);
   delete self->branches;
-  delete self->failures;
-  g_mutex_clear (&self->restart_lock);
-  g_cond_clear (&self->restart_cond);
   g_free (self->branch);
   G_OBJECT_CLASS (gst_gpufan_bin_parent_class)->finalize (object);
 }
@@ -918,24 +709,6 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
           0, MAX_LANES, DEFAULT_LANES,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_READY)));
-
-  /**
-   * GstGpuFanBin:lane-restart-delay:
-   *
-   * A lane whose branch failed (on-lane-error=drop-lane) is rebuilt, with
-   * fresh branch elements, after this long, and takes frames again; each
-   * further failure of the same lane in one run doubles the wait (at most
-   * 60 s). The fan-out posts `gpufan-lane-restored` (lane, device). 0: a
-   * failed lane stays out until the next start.
-   */
-  g_object_class_install_property (gobject_class, BIN_PROP_LANE_RESTART_DELAY,
-      g_param_spec_uint64 ("lane-restart-delay", "Lane restart delay",
-          "How long (ns) a lane whose branch failed waits before it is rebuilt "
-          "and rejoins, doubled with each further failure of that lane (0 = "
-          "not rebuilt until the next start)",
-          0, G_MAXUINT64, DEFAULT_LANE_RESTART_DELAY,
-          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
-              | GST_PARAM_MUTABLE_PLAYING)));
 
   /* The children's own properties, under the same names. */
   GObjectClass * fanout_class

@@ -237,25 +237,6 @@ fanout::fail_lane_on_error (GstGpuFanOut * self, guint id)
   lane_fail (self, lane, GST_FLOW_ERROR);
 }
 
-std::string
-fanout::restore_lane (GstGpuFanOut * self, guint id)
-{
-  LanePtr lane = find_lane (self, id);
-  if (!lane)
-    return std::string ();
-  {
-    std::lock_guard<gpufan::Mutex> lk (lane->lock);
-    if (!lane->failed)
-      return std::string ();
-    lane->failed = false;
-    if (flow_is_fatal (lane->result))
-      lane->result = GST_FLOW_OK;
-    self->priv->session->SetLaneFailed (lane->id, false);
-    lane_changed_unlocked (self, lane);
-  }
-  return lane_device (self, lane);
-}
-
 /* Records the result of a push that began at @link_generation; a fatal
  * one is reported once, naming the lane and its device. */
 void

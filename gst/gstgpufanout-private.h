@@ -444,10 +444,6 @@ void lane_report_push (GstGpuFanOut * self, const LanePtr & lane);
 /* A branch element of lane @id posted an ERROR (gpufanbin saw it): with
  * on-lane-error=drop-lane the lane leaves as if its push had failed. */
 void fail_lane_on_error (GstGpuFanOut * self, guint id);
-/* gpufanbin rebuilt lane @id's branch: the failed lane takes items again.
- * The lane's device, as the statistics name it ("" when there is no such
- * failed lane). */
-std::string restore_lane (GstGpuFanOut * self, guint id);
 
 /* Chunk mode (gstgpufanout-chunk.cpp) */
 bool chunk_mode_on (GstGpuFanOut * self);
