@@ -709,3 +709,31 @@ TEST(GpuFanBinLaneError, TheLastLinkedLaneFailingIsAnError) {
   EXPECT_NE(m, nullptr) << p.bus().ErrorsText();
   EXPECT_TRUE(p.Stop());
 }
+
+// Chunk mode: a lane that fails mid-chunk leaves; its chunk is lost, the
+// others' chunks go on whole and in order.
+TEST(GpuFanBinLaneError, AFailedLaneInChunkModeLeaves) {
+  constexpr int kBuffers = 600;
+  LaunchedPipeline p(FourLanes(kBuffers, "chunk=frames chunk-frames=10"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 1, "inject");
+  ASSERT_NE(inject, nullptr);
+  g_object_set(inject, "error-after", 35, nullptr);  // in its 4th chunk
+  gst_object_unref(inject);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_EQ(WarningsFrom(p, "inject"), 1u);
+  const std::vector<int64_t> got = out.BufferIndices();
+  EXPECT_TRUE(StrictlyIncreasing(got)) << out.Summary();
+  EXPECT_LT(got.size(), static_cast<size_t>(kBuffers));
+  EXPECT_GT(got.size(), static_cast<size_t>(kBuffers) / 2);
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  EXPECT_EQ(p.bus().Count([](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+           BusLog::ErrorText(m).find("without the EOS") != std::string::npos;
+  }),
+            0u);
+}
