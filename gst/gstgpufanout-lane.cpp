@@ -178,10 +178,10 @@ lane_device (GstGpuFanOut * self, const LanePtr & lane)
   return "?";
 }
 
-/* on-lane-error=drop-lane: the lane's branch failed with @ret and
- * lane_set_result marked it failed. It takes no more items (its result
- * stays fatal) and everything it held is given up at once (Session::LaneEnded: nothing more comes out of a failed
- * branch); the stream goes on without it, unless it was the last lane. */
+/* on-lane-error=drop-lane: the lane's branch failed with @ret and was
+ * marked failed. It takes no more items (its result stays fatal) and
+ * everything it held is given up at once (Session::SetLaneFailed); the
+ * stream goes on without it, unless no lane is left. */
 static void
 lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
 {
@@ -338,11 +338,9 @@ fanout::combine_lane_results (GstGpuFanOut * self)
       fatal = r;
   }
   GstFlowReturn combined;
-  if (!priv->lanes.empty () && failed_lanes == priv->lanes.size ())
-    combined = GST_FLOW_ERROR;
-  else if (failed_lanes > 0 && !any_ok && !flushing && fatal == GST_FLOW_OK
+  if (failed_lanes > 0 && !any_ok && !flushing && fatal == GST_FLOW_OK
       && !any_eos)
-    combined = GST_FLOW_ERROR; /* the rest are not linked: none is left */
+    combined = GST_FLOW_ERROR; /* every lane failed or is not linked */
   else if (priv->lanes.empty ())
     combined = GST_FLOW_NOT_LINKED;
   else if (flushing)

@@ -151,15 +151,10 @@ void Session::SetLaneFailed(uint32_t lane, bool failed) {
   if (!l)
     return;
   l->failed = failed;
-  if (!failed)
-    return;
   // Nothing more comes out of it. The item inside the push that failed
   // counts as failed, the others as dropped.
-  for (const Outstanding& item : l->outstanding)
-    DropOutstandingUnlocked(*l, item, l->in_push && item.seq == l->pushing_seq);
-  l->outstanding.clear();
-  l->queued = 0;
-  NotifyAllUnlocked();
+  if (failed)
+    DropAllOutstandingUnlocked(*l, /*push_failed=*/true);
 }
 
 void Session::NoteOutputFailed() {
@@ -178,9 +173,11 @@ void Session::LaneEnded(uint32_t lane) {
     DropAllOutstandingUnlocked(*l);
 }
 
-void Session::DropAllOutstandingUnlocked(Lane& lane) {
+void Session::DropAllOutstandingUnlocked(Lane& lane, bool push_failed) {
   for (const Outstanding& item : lane.outstanding)
-    DropOutstandingUnlocked(lane, item, false);
+    DropOutstandingUnlocked(
+        lane, item,
+        push_failed && lane.in_push && item.seq == lane.pushing_seq);
   lane.outstanding.clear();
   lane.queued = 0;
   NotifyAllUnlocked();

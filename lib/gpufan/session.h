@@ -447,7 +447,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void DecrementInFlightUnlocked();
   void DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
                                bool failed);
-  void DropAllOutstandingUnlocked(Lane& lane);
+  // Every outstanding item of `lane` is dropped; with `push_failed`, the one
+  // inside the lane's push counts as failed instead.
+  void DropAllOutstandingUnlocked(Lane& lane, bool push_failed = false);
   static std::deque<Outstanding>::iterator FindOutstandingUnlocked(
       Lane& lane, uint64_t seq);
   bool ExpireStalledHeadUnlocked(int64_t now_ns);
