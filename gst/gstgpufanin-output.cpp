@@ -277,10 +277,11 @@ output_failed (GstGpuFanIn * self, gpufan::Session & session, GstFlowReturn ret,
 {
   GstGpuFanInPrivate * priv = self->priv;
   GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
-  priv->src_ret = ret;
-  /* before the lanes see it: their fan-out must not blame their branches */
+  /* before the lanes can see it (src_ret): their fan-out must not blame
+   * their branches */
   if (ret < GST_FLOW_EOS)
     session.NoteOutputFailed ();
+  priv->src_ret = ret;
   if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
     if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
       GST_ELEMENT_FLOW_ERROR (self, ret);

@@ -162,6 +162,16 @@ fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
   lane_changed_unlocked (self, lane);
 }
 
+/* A lane's failure takes it out of the stream: on-lane-error=drop-lane, and
+ * not an error downstream of gpufanin that came back up the lanes (their
+ * pushes return it, and a queue in a branch posts it as its own ERROR). */
+static bool
+lane_failure_drops_lane (GstGpuFanOut * self)
+{
+  return self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_DROP_LANE
+      && !self->priv->session->output_failed ();
+}
+
 static bool
 lane_failed (const LanePtr & lane)
 {
@@ -220,7 +230,7 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
 void
 fanout::fail_lane_on_error (GstGpuFanOut * self, guint id)
 {
-  if (self->priv->on_lane_error.load () != GST_GPUFAN_LANE_ERROR_DROP_LANE)
+  if (!lane_failure_drops_lane (self))
     return;
   LanePtr lane = find_lane (self, id);
   if (!lane)
@@ -260,8 +270,7 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     /* failed with its result, so that the chain function never combines the
      * fatal result of a lane that is leaving */
     if (flow_is_fatal (ret) && !lane->failed
-        && self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_DROP_LANE
-        && !self->priv->session->output_failed ()) {
+        && lane_failure_drops_lane (self)) {
       lane->failed = true;
       newly_failed = true;
     }
