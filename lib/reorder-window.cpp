@@ -190,6 +190,22 @@ bool ReorderWindow::ExpireHead() {
   return !slots_.empty() && Expire(slots_.front().seq);
 }
 
+bool ReorderWindow::Reassign(uint64_t seq, uint32_t lane, int64_t now_ns) {
+  Slot *slot = Find(seq);
+  if (!slot || slot->state != SlotState::kPending)
+    return false;
+  slot->lane = lane;
+  if (slot == &slots_.front())
+    slot->since_ns = std::max(slot->since_ns, now_ns);
+  return true;
+}
+
+bool ReorderWindow::IsPending(uint64_t seq) const {
+  auto it = LowerBound(slots_, seq);
+  return it != slots_.end() && it->seq == seq &&
+         it->state == SlotState::kPending;
+}
+
 bool ReorderWindow::IsOpen(uint64_t seq) const {
   auto it = LowerBound(slots_, seq);
   return it != slots_.end() && it->seq == seq;

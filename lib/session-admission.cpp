@@ -243,7 +243,7 @@ std::optional<uint32_t> Session::ProbeLaneUnlocked() {
     return std::nullopt;
   const uint64_t head = window_.head_seq();
   Lane *l = FindLaneUnlocked(window_.head_lane());
-  if (!l || !l->eligible || l->stalled || l->queued > 0 ||
+  if (!l || !l->eligible || l->stalled || l->failed || l->queued > 0 ||
       l->outstanding.size() > config_.lane_queue_size ||
       (config_.policy == Policy::kWeighted && !(l->weight > 0.0)))
     return std::nullopt;

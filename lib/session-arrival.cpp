@@ -41,6 +41,12 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
                                 int64_t pts_ns, PayloadPtr payload,
                                 bool wake_output) {
   Lane *l = FindLaneUnlocked(lane);
+  if (l && l->failed) {
+    // Its items were given up or sent again (FailLaneForReplay): what it
+    // still returns is late, or it would leave twice.
+    l->counters.late++;
+    return Arrival{ArrivalStatus::kLate, seq.value_or(0)};
+  }
 
   if (l) {
     HeardFromUnlocked(*l);
@@ -65,16 +71,21 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
           return Arrival{ArrivalStatus::kLate, expired_seq};
         }
       }
-      // Each lane is FIFO: what comes out first is the oldest item.
+      // Each lane is FIFO: what comes out first is the oldest item (a
+      // replayed one was pushed behind the lane's queue).
+      if (match == fifo.end())
+        match = std::find_if(fifo.begin(), fifo.end(),
+                             [](const Outstanding& o) { return !o.replayed; });
       if (match == fifo.end() && !fifo.empty())
         match = fifo.begin();
     }
     if (match != fifo.end()) {
       const Outstanding item = *match;
-      // Everything dispatched to this lane before it is proven gone.
-      for (auto it = fifo.begin(); it != match; ++it)
-        DropOutstandingUnlocked(*l, *it, false);
-      fifo.erase(fifo.begin(), match + 1);
+      if (item.replayed)
+        fifo.erase(match);
+      else  // everything dispatched to this lane before it is proven gone
+        SettleFrontUnlocked(*l, static_cast<size_t>(match - fifo.begin()) + 1,
+                            std::nullopt, item.seq);
       const int64_t now = clock_->NowNs();
       CompleteUnlocked(*l, item, now);
       if (item.awaited) {
@@ -172,6 +183,23 @@ void Session::DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
   else
     DecrementInFlightUnlocked();
   NotifySettledUnlocked();
+}
+
+void Session::SettleFrontUnlocked(Lane& lane, size_t count,
+                                  std::optional<uint64_t> proven,
+                                  std::optional<uint64_t> taken) {
+  auto& fifo = lane.outstanding;
+  const auto end = fifo.begin() + static_cast<std::ptrdiff_t>(count);
+  const auto kept_end =
+      std::remove_if(fifo.begin(), end, [&](const Outstanding& o) {
+        if (taken && o.seq == *taken)
+          return true;
+        if (o.replayed && !(proven && o.seq == *proven))
+          return false;
+        DropOutstandingUnlocked(lane, o, false);
+        return true;
+      });
+  fifo.erase(kept_end, end);
 }
 
 void Session::DecrementInFlightUnlocked() {

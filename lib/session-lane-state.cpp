@@ -131,9 +131,8 @@ void Session::ProveLaneUnlocked(uint32_t lane, uint64_t seq) {
   auto& fifo = l->outstanding;
   auto end = std::find_if(fifo.begin(), fifo.end(),
                           [seq](const Outstanding& o) { return o.seq > seq; });
-  for (auto it = fifo.begin(); it != end; ++it)
-    DropOutstandingUnlocked(*l, *it, false);
-  fifo.erase(fifo.begin(), end);
+  SettleFrontUnlocked(*l, static_cast<size_t>(end - fifo.begin()), seq,
+                      std::nullopt);
 }
 
 void Session::HeardFromUnlocked(Lane& lane) {
@@ -197,6 +196,20 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
   if (!lane_stalled &&
       now_ns - window_.head_since_ns() < config_.stall_timeout_ns)
     return false;
+  if (config_.stall_fails_lane && l && !l->failed) {
+    // on-stall=replay: the lane fails instead, and the stall listener has
+    // the fan-out send its items again (FailLaneForReplay). The head waits
+    // once more meanwhile: given up only if nobody takes it over.
+    l->failed = true;
+    l->counters.stalls++;
+    l->stall_kind = l->in_push ? StallKind::kBlocked : StallKind::kSilent;
+    l->stalled_seq = l->in_push ? l->pushing_seq : seq;
+    l->stalled_ns = now_ns;
+    window_.RestartHeadClock(now_ns);
+    stalls_to_announce_.push_back(window_.head_lane());
+    NotifyAllUnlocked();
+    return false;
+  }
   window_.ExpireHead();
   if (!l)
     return true;

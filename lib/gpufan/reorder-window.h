@@ -81,6 +81,13 @@ class GPUFAN_API ReorderWindow {
   // Gives up on a pending head (the lane stalled): marks it expired so that the
   // next PopSettled releases past it. Returns false if the head is not pending.
   bool ExpireHead();
+  // A pending slot's item was sent again, to `lane` (replay): the slot is
+  // its now; as the head, it waits stall-timeout from `now_ns` again.
+  // Returns false if the slot is not pending.
+  bool Reassign(uint64_t seq, uint32_t lane, int64_t now_ns);
+  bool IsPending(uint64_t seq) const;
+  // Every seq below it has left the window.
+  uint64_t released_through() const { return released_through_; }
   // The head's item made progress (chunk mode: its lane took or returned part
   // of it): its stall clock starts again at `now_ns`. Requires !empty().
   void RestartHeadClock(int64_t now_ns);

@@ -82,12 +82,23 @@ struct SessionConfig {
   uint32_t max_in_flight = 0;
   int64_t stall_timeout_ns =
       2'000'000'000;  // fan-in's bounded wait for a head item
+  // on-stall=replay: a lane whose head waited stall-timeout fails (its items
+  // are sent again, see FailLaneForReplay) instead of losing that item.
+  bool stall_fails_lane = false;
+};
+
+// An item a failed lane held, to be sent again (FailLaneForReplay).
+struct ReplayItem {
+  uint64_t seq = 0;
+  int64_t pts_ns = kNoTime;
 };
 
 enum class DispatchStatus {
   kOk,
   kFlushing,  // SetFlushing(true) while waiting
   kNoLanes,   // no eligible lane
+  kGone,      // Redispatch: the item is no longer awaited (it arrived or was
+              // given up meanwhile)
 };
 
 struct Dispatch {
@@ -289,10 +300,45 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // given up at once; it gets no items (LaneState::kFailed) and a fan-in
   // stops waiting for its EOS. A flush (Reset) keeps it failed.
   void SetLaneFailed(uint32_t lane, bool failed);
+  bool IsLaneFailed(uint32_t lane) const;
   // The fan-in's output failed (downstream returned a fatal flow): the
   // lanes' pushes will return that error too, and it is not theirs.
   void NoteOutputFailed();
   bool output_failed() const;
+
+  // --- replay: a failed lane's items go to other lanes ---
+  // Nothing a failed lane returns is accepted (kLate): its items' copies
+  // come from the lanes they were sent to again. A lane keeps its FIFO
+  // proof (an arrival or a marker proves the items pushed before it
+  // dropped) for the items dispatched to it; a replayed item is pushed
+  // behind whatever the lane had queued, so only its own arrival, a marker
+  // right behind it, its lane's end or the stall timeout settle it.
+  //
+  // Takes `lane` out of the stream (as SetLaneFailed(lane, true)) and hands
+  // over what it held: each awaited item it has not returned stays pending
+  // in the window and is returned, oldest first, for the fan-out to send
+  // again (Redispatch or GiveUpReplay, each exactly once). Items nobody
+  // awaits are dropped. A pending head among them gets a fresh stall
+  // timeout.
+  std::vector<ReplayItem> FailLaneForReplay(uint32_t lane);
+  // Sends pending item `seq` again: picks, among `allowed` lanes that take
+  // items, the one expected to finish it soonest (its outstanding items
+  // times its learned service time), records it there past the lane's
+  // queue bound, and moves its window slot to it. Called again for the same
+  // seq (the lane chosen could not queue it), it moves the item. kNoLanes:
+  // no allowed lane takes items; kGone: it is no longer awaited.
+  Dispatch Redispatch(uint64_t seq, int64_t pts_ns,
+                      const std::vector<uint32_t>& allowed);
+  // The fan-out cannot send item `seq` again (no lane left, or it no longer
+  // holds the frame): the item is dropped, counted on `lane` (the lane that
+  // failed).
+  void GiveUpReplay(uint32_t lane, uint64_t seq);
+  void SetStallFailsLane(bool fails);
+  bool stall_fails_lane() const;
+  // Every item below this seq has left the window (the fan-out may forget
+  // what it kept to replay them).
+  uint64_t ReleasedThrough() const;
+
   // Releases what may leave now, in order, applying the stall timeout to a
   // pending head. Never blocks.
   ReadyBatch TakeReady();
@@ -362,6 +408,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     bool awaited = false;
     // Its service time counts this much (SetItemUnits).
     double work_scale = 1.0;
+    // Sent again after its first lane failed (Redispatch): it sits in the
+    // FIFO by seq, but was pushed behind what the lane had queued.
+    bool replayed = false;
   };
   struct Lane {
     Device device;
@@ -452,6 +501,15 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void DropAllOutstandingUnlocked(Lane& lane, bool push_failed = false);
   static std::deque<Outstanding>::iterator FindOutstandingUnlocked(
       Lane& lane, uint64_t seq);
+  // Settles the first `count` items of lane.outstanding by FIFO order:
+  // `taken` (the item that arrived) leaves, the others were pushed before it
+  // and are dropped, except replayed ones (pushed behind what the lane had
+  // queued): only `proven` (the item a marker followed) is dropped of those.
+  void SettleFrontUnlocked(Lane& lane, size_t count,
+                           std::optional<uint64_t> proven,
+                           std::optional<uint64_t> taken);
+  // kNoLane when none of `allowed` takes items.
+  uint32_t PickReplayLaneUnlocked(const std::vector<uint32_t>& allowed);
   bool ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
   void NotifyAdmitUnlocked();

@@ -62,6 +62,8 @@ struct LaneStats {
   uint64_t timed_out = 0;      // the fan-in stopped waiting for them (stall)
   uint64_t late = 0;           // came back after their slot was given up
   uint64_t reorder_waits = 0;  // came back before an earlier item and waited
+  uint64_t replayed = 0;       // items sent to it again after their lane failed
+  uint64_t handed_over = 0;    // items it held when it failed, sent again
   LaneState state = LaneState::kActive;
   StallKind stall_kind = StallKind::kNone;  // for kStalled
   uint64_t stalled_seq = 0;                 // the item it stalled on

@@ -706,6 +706,143 @@ TEST_F(SessionTest, AnOutputFailureIsNotedUntilReset) {
   EXPECT_FALSE(session_->output_failed());
 }
 
+// Replay: a failed lane's items go to other lanes and leave in order.
+TEST_F(SessionTest, AFailedLanesItemsAreSentAgainAndLeaveInOrder) {
+  Make(RoundRobin(), 3);
+  const Dispatch a = Send(0), b = Send(1), c = Send(2), d = Send(0),
+                 e = Send(1);
+  const std::vector<ReplayItem> replay = session_->FailLaneForReplay(0);
+  ASSERT_EQ(replay.size(), 2u);
+  EXPECT_EQ(replay[0].seq, a.seq);
+  EXPECT_EQ(replay[1].seq, d.seq);
+  // The soonest to finish: lane 2 holds one item, lane 1 two.
+  const Dispatch ra = session_->Redispatch(a.seq, kNoTime, {1, 2});
+  EXPECT_EQ(ra.status, DispatchStatus::kOk);
+  EXPECT_EQ(ra.lane, 2u);
+  // Not to a failed lane, even when allowed.
+  const Dispatch rd = session_->Redispatch(d.seq, kNoTime, {0, 1});
+  EXPECT_EQ(rd.lane, 1u);
+  EXPECT_TRUE(session_->MarkStarted(2, a.seq));
+  EXPECT_TRUE(session_->MarkStarted(1, d.seq));
+  // What the failed lane still returns is late: its copy comes elsewhere.
+  EXPECT_EQ(session_->Arrive(0, a.seq, kNoTime, P("a0")).status,
+            ArrivalStatus::kLate);
+  // c and e were queued before the replayed items: their arrival proves
+  // nothing about them, and e's proves b (pushed before e) dropped.
+  session_->Arrive(2, c.seq, kNoTime, P("c"));
+  session_->Arrive(1, e.seq, kNoTime, P("e"));
+  EXPECT_EQ(Take(), Strings{});
+  session_->Arrive(2, a.seq, kNoTime, P("a"));
+  session_->Arrive(1, d.seq, kNoTime, P("d"));
+  EXPECT_EQ(Take(), (Strings{"a@0", "-@1", "c@2", "d@3", "e@4"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(s, 0).handed_over, 2u);
+  EXPECT_EQ(Lane(s, 0).late, 1u);
+  EXPECT_EQ(Lane(s, 1).replayed, 1u);
+  EXPECT_EQ(Lane(s, 2).replayed, 1u);
+  EXPECT_EQ(Lane(s, 1).dropped, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(b.seq, 1u);
+}
+
+// A marker behind a replayed item proves it and the lane's own items before
+// it dropped, never another replayed item (it may be pushed after); a marker
+// behind one of the lane's own items proves no replayed item.
+TEST_F(SessionTest, MarkersProveReplayedItemsOnlyByTheirOwnMarker) {
+  Make(RoundRobin(), 3);
+  const Dispatch a = Send(0), b = Send(1), c = Send(2), d = Send(0);
+  session_->FailLaneForReplay(0);
+  EXPECT_EQ(session_->Redispatch(d.seq, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {1}).lane, 1u);
+  const Dispatch e = Send(1);
+  // Lane 1 holds b, then d, then a (replayed, in that order), then e.
+  session_->ProveLane(1, b.seq);
+  EXPECT_EQ(Take(), (Strings{}));  // a is pending
+  session_->ProveLane(1, e.seq);   // e's marker: a and d may come after it
+  EXPECT_EQ(Take(), (Strings{}));
+  session_->ProveLane(1, d.seq);  // d's marker: a was pushed after d
+  session_->Arrive(2, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{}));
+  session_->ProveLane(1, a.seq);
+  EXPECT_EQ(Take(), (Strings{"-@0", "-@1", "c@2", "-@3", "-@4"}));
+  EXPECT_EQ(Lane(session_->Stats(), 1).dropped, 4u);
+}
+
+TEST_F(SessionTest, AReplayWithNowhereToGoIsGivenUp) {
+  Make(RoundRobin(), 2);
+  const Dispatch a = Send(0), b = Send(1);
+  session_->FailLaneForReplay(0);
+  session_->FailLaneForReplay(1);
+  // Nothing allowed, or only failed lanes: no lane.
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {}).status,
+            DispatchStatus::kNoLanes);
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {0, 1}).status,
+            DispatchStatus::kNoLanes);
+  session_->GiveUpReplay(0, a.seq);
+  session_->GiveUpReplay(1, b.seq);
+  EXPECT_EQ(Take(), (Strings{"-@0", "-@1"}));
+  // Once it left, a replay of it is refused as gone.
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {0, 1}).status,
+            DispatchStatus::kGone);
+  EXPECT_EQ(session_->Stats().in_flight, 0u);
+}
+
+// A lane that could not queue its replayed item: sent again elsewhere, the
+// item moves (the first lane's queue count goes back).
+TEST_F(SessionTest, ARedispatchedItemMoves) {
+  Make(RoundRobin(), 3);
+  const Dispatch a = Send(0);
+  session_->FailLaneForReplay(0);
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {2}).lane, 2u);
+  SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 1).queued, 0u);
+  EXPECT_EQ(Lane(s, 1).replayed, 0u);
+  EXPECT_EQ(Lane(s, 2).queued, 1u);
+  session_->Arrive(2, a.seq, kNoTime, P("a"));
+  EXPECT_EQ(Take(), (Strings{"a@0"}));
+}
+
+// on-stall=replay: a head that waited stall-timeout fails its lane instead
+// of being given up; the listener is told, and the lane's items go on
+// elsewhere with a fresh timeout. Nobody taking it over: given up after
+// one more timeout.
+TEST_F(SessionTest, AStalledLaneFailsAndItsHeadWaitsForItsReplay) {
+  SessionConfig config = RoundRobin();
+  config.stall_fails_lane = true;
+  Make(config, 2);
+  std::vector<uint32_t> told;
+  session_->SetStallListener([&told](uint32_t lane) { told.push_back(lane); });
+  const Dispatch a = Send(0), b = Send(1), c = Send(0);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  clock_->Advance(150 * kMs);
+  EXPECT_EQ(Take(), Strings{});
+  EXPECT_EQ(told, std::vector<uint32_t>{0});
+  EXPECT_TRUE(session_->IsLaneFailed(0));
+  const std::vector<ReplayItem> replay = session_->FailLaneForReplay(0);
+  ASSERT_EQ(replay.size(), 2u);
+  clock_->Advance(90 * kMs);
+  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(c.seq, kNoTime, {1}).lane, 1u);
+  clock_->Advance(90 * kMs);  // the replayed head got a whole timeout
+  EXPECT_EQ(Take(), Strings{});
+  session_->Arrive(1, a.seq, kNoTime, P("a"));
+  session_->Arrive(1, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{"a@0", "b@1", "c@2"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).stalls, 1u);
+  EXPECT_EQ(Lane(s, 0).timed_out, 0u);
+
+  // Nobody replays: the head waits one more timeout, then is given up.
+  Make(config, 2);
+  Send(0);
+  clock_->Advance(150 * kMs);
+  EXPECT_EQ(Take(), Strings{});
+  clock_->Advance(150 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+}
+
 TEST_F(SessionTest, UnclaimedLaneIsNoLongerAwaited) {
   Make(RoundRobin());
   Send(0);  // seq 0, awaited, never comes back

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Replay: a failed lane hands over the items it held, and the fan-out sends
+// them again to other lanes, so that the window still gets every one.
+#include <algorithm>
+#include <vector>
+
+#include "gpufan/session.h"
+
+namespace gpufan {
+
+std::vector<ReplayItem> Session::FailLaneForReplay(uint32_t lane) {
+  std::lock_guard<Mutex> lock(mutex_);
+  std::vector<ReplayItem> out;
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return out;
+  l->failed = true;
+  for (const Outstanding& item : l->outstanding) {
+    if (item.awaited && window_.IsPending(item.seq)) {
+      out.push_back(ReplayItem{item.seq, item.pts_ns});
+      // Waiting since before the failure: it gets a whole stall timeout on
+      // its next lane (Redispatch moves it there).
+      if (window_.HeadPending() && window_.head_seq() == item.seq)
+        window_.RestartHeadClock(clock_->NowNs());
+    } else {
+      DropOutstandingUnlocked(*l, item, false);
+    }
+  }
+  l->counters.handed_over += out.size();
+  l->outstanding.clear();
+  l->queued = 0;
+  NotifyAllUnlocked();
+  return out;
+}
+
+uint32_t Session::PickReplayLaneUnlocked(const std::vector<uint32_t>& allowed) {
+  // Active lanes first, stalled ones only when nothing else is left (as
+  // SchedulableUnlocked ranks them); among those the soonest to finish one
+  // more item.
+  uint32_t best = kNoLane;
+  bool best_stalled = true;
+  double best_cost = 0.0;
+  for (uint32_t id : allowed) {
+    Lane *l = FindLaneUnlocked(id);
+    if (!l || l->failed || !l->eligible || !l->claimed)
+      continue;
+    const double service =
+        static_cast<double>(std::max<int64_t>(l->service.EstimateNs(), 1));
+    const double weight = l->weight > 0.0 ? l->weight : 1.0;
+    const double cost =
+        static_cast<double>(l->outstanding.size() + 1) * service / weight;
+    if (best == kNoLane || (best_stalled && !l->stalled) ||
+        (best_stalled == l->stalled && cost < best_cost)) {
+      best = id;
+      best_stalled = l->stalled;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+Dispatch Session::Redispatch(uint64_t seq, int64_t pts_ns,
+                             const std::vector<uint32_t>& allowed) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (flushing_)
+    return Dispatch{DispatchStatus::kFlushing};
+  if (!window_.IsPending(seq))
+    return Dispatch{DispatchStatus::kGone};
+  // Sent again already, to a lane that could not queue it: it moves.
+  for (auto& [id, l] : lanes_) {
+    auto it = FindOutstandingUnlocked(l, seq);
+    if (it != l.outstanding.end()) {
+      l.outstanding.erase(it);
+      if (l.queued > 0)
+        l.queued--;
+      l.counters.replayed--;
+    }
+  }
+  const uint32_t lane_id = PickReplayLaneUnlocked(allowed);
+  if (lane_id == kNoLane)
+    return Dispatch{DispatchStatus::kNoLanes};
+  Lane *l = FindLaneUnlocked(lane_id);
+  const int64_t now = clock_->NowNs();
+  Outstanding item;
+  item.seq = seq;
+  item.pts_ns = pts_ns;
+  item.dispatched_ns = now;
+  item.awaited = true;
+  item.replayed = true;
+  // By seq, as FindOutstandingUnlocked expects.
+  auto at = std::lower_bound(
+      l->outstanding.begin(), l->outstanding.end(), seq,
+      [](const Outstanding& o, uint64_t s) { return o.seq < s; });
+  l->outstanding.insert(at, item);
+  l->queued++;
+  l->counters.replayed++;
+  window_.Reassign(seq, lane_id, now);
+  NotifyAllUnlocked();
+  return Dispatch{DispatchStatus::kOk, lane_id, seq, true};
+}
+
+void Session::GiveUpReplay(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (!window_.Drop(seq))
+    return;
+  if (Lane *l = FindLaneUnlocked(lane))
+    l->counters.dropped++;
+  NotifyAllUnlocked();
+}
+
+void Session::SetStallFailsLane(bool fails) {
+  std::lock_guard<Mutex> lock(mutex_);
+  config_.stall_fails_lane = fails;
+}
+
+bool Session::stall_fails_lane() const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return config_.stall_fails_lane;
+}
+
+bool Session::IsLaneFailed(uint32_t lane) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  auto it = lanes_.find(lane);
+  return it != lanes_.end() && it->second.failed;
+}
+
+uint64_t Session::ReleasedThrough() const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return window_.released_through();
+}
+
+}  // namespace gpufan
