@@ -80,10 +80,12 @@ static const ChildProperty child_properties[] = {
   { "stats-interval", false },
   { "stall-timeout", true },
   { "on-lane-error", false },
+  { "on-stall", false },
 };
 
-/* The bin's own default: a failing lane leaves, the stream goes on. */
-#define DEFAULT_ON_LANE_ERROR_NICK "drop-lane"
+/* The bin's own default: a failing lane leaves, its frames go to the
+ * others, the stream goes on. */
+#define DEFAULT_ON_LANE_ERROR_NICK "replay"
 
 struct _GstGpuFanBin {
   GstBin parent;
@@ -578,9 +580,9 @@ gst_gpufan_bin_change_state (GstElement * element, GstStateChange transition)
 }
 
 /* An ERROR from an element of a lane's branch while streaming: with
- * on-lane-error=drop-lane the fan-out takes the lane out and the stream goes
- * on, so it reaches the application as a WARNING (same error, details and
- * seqnum). */
+ * on-lane-error=drop-lane or replay the fan-out takes the lane out and the
+ * stream goes on, so it reaches the application as a WARNING (same error,
+ * details and seqnum). */
 static void
 gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
 {
@@ -608,7 +610,7 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
     if (parent)
       gst_object_unref (parent);
     gst_object_unref (child);
-    if (lane_id && streaming && action == GST_GPUFAN_LANE_ERROR_DROP_LANE) {
+    if (lane_id && streaming && action != GST_GPUFAN_LANE_ERROR_FAIL) {
       /* the ERROR itself takes the lane out, whether or not a push fails */
       fanout::fail_lane_on_error (GST_GPUFAN_OUT (self->fanout),
           GPOINTER_TO_UINT (lane_id) - 1);

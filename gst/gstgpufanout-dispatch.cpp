@@ -83,7 +83,15 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
         is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
     item.awaited = d.awaited;
     item.caps_epoch = priv->caps_epoch.load ();
+    if (d.awaited && replay_on (self))
+      replay_keep (self, d.seq, obj, item.kind, item.caps_epoch, pts);
     if (!lane_enqueue (lane, std::move (item))) {
+      /* its lane failed meanwhile and handed it over: it goes again */
+      if (d.awaited && replay_on (self)
+          && priv->session->IsLaneFailed (d.lane)) {
+        gst_mini_object_unref (item.Steal ());
+        return GST_FLOW_OK;
+      }
       /* the lane is being deactivated or released: try another one */
       priv->session->WithdrawItem (d.lane, d.seq);
       priv->session->SetLaneEligible (d.lane, false);
@@ -131,11 +139,13 @@ gst_gpufan_out_chain_list (GstPad * pad, GstObject * parent,
 }
 
 static void
-enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event)
+enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event,
+    guint64 position)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
     QueuedItem item (GST_MINI_OBJECT_CAST (gst_event_ref (event)), 0,
         ItemKind::kEvent);
+    item.position = position;
     lane_enqueue (lane, std::move (item));
   }
   gst_event_unref (event);
@@ -163,6 +173,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       /* serialized: no buffer flows now */
       chunk_forget (self);
       priv->session->Reset ();
+      replay_forget (self);
       std::vector<LanePtr> lanes = snapshot_lanes (self);
       for (const LanePtr & lane : lanes)
         lane_reset_result (self, lane, false);
@@ -218,8 +229,9 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     return gst_pad_event_default (pad, parent, event);
 
   /* Serialized events travel in every lane's queue, behind its buffers. */
-  priv->session->MarkEventPosition (gst_event_get_seqnum (event));
-  enqueue_event_on_all_lanes (self, event);
+  const guint64 position
+      = priv->session->MarkEventPosition (gst_event_get_seqnum (event));
+  enqueue_event_on_all_lanes (self, event, position);
   return TRUE;
 }
 

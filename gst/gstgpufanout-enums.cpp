@@ -107,10 +107,36 @@ gst_gpufan_lane_error_get_type (void)
         "The lane leaves the stream until the next start; the frames it "
         "held are lost, the others go on in order",
         "drop-lane" },
+    { GST_GPUFAN_LANE_ERROR_REPLAY,
+        "The lane leaves the stream until the next start; the frames it "
+        "held are sent again to the other lanes, none is lost",
+        "replay" },
     { 0, nullptr, nullptr },
   };
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstGpuFanLaneError", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+GType
+gst_gpufan_stall_action_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    { GST_GPUFAN_STALL_SKIP,
+        "The fan-in stops waiting for the stalled frame and goes on without "
+        "it; the lane gets frames again once it answers",
+        "skip" },
+    { GST_GPUFAN_STALL_REPLAY,
+        "The lane fails: the frames it held are sent again to the other "
+        "lanes (it is out until the next start)",
+        "replay" },
+    { 0, nullptr, nullptr },
+  };
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstGpuFanStallAction", values);
     g_once_init_leave (&type, t);
   }
   return type;

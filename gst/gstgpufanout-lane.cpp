@@ -83,6 +83,37 @@ fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
   return TRUE;
 }
 
+bool
+fanout::lane_takes_replay (const LanePtr & lane, guint64 seq)
+{
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  return lane_takes_items_unlocked (lane) && !lane->failed
+      && lane->events_taken_through <= seq;
+}
+
+gboolean
+fanout::lane_enqueue_replay (const LanePtr & lane, QueuedItem && item)
+{
+  bool wake;
+  {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    if (!lane_takes_items_unlocked (lane) || lane->failed
+        || lane->events_taken_through > item.seq)
+      return FALSE;
+    /* past the queue's bound (it was in flight already), before the first
+     * event that came after it (a caps change, EOS) */
+    auto at = std::find_if (lane->queue.begin (), lane->queue.end (),
+        [&item] (const QueuedItem & q) {
+          return q.kind == ItemKind::kEvent && q.position > item.seq;
+        });
+    wake = lane->worker_waiting;
+    lane->queue.insert (at, std::move (item));
+  }
+  if (wake)
+    lane->cond.notify_all ();
+  return TRUE;
+}
+
 /* Stops a lane's queue (kInactive or kFlushing); queued items are dropped.
  * (The sticky events among them are not lost: a lane restarting after a
  * flush gets the sink pad's current ones, see lane_restart.) */
@@ -162,14 +193,23 @@ fanout::lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked)
   lane_changed_unlocked (self, lane);
 }
 
-/* A lane's failure takes it out of the stream: on-lane-error=drop-lane, and
- * not an error downstream of gpufanin that came back up the lanes (their
- * pushes return it, and a queue in a branch posts it as its own ERROR). */
+/* A lane's failure takes it out of the stream: on-lane-error is drop-lane or
+ * replay, and it is not an error downstream of gpufanin that came back up
+ * the lanes (their pushes return it, and a queue in a branch posts it as its
+ * own ERROR). */
 static bool
-lane_failure_drops_lane (GstGpuFanOut * self)
+lane_failure_takes_lane_out (GstGpuFanOut * self)
 {
-  return self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_DROP_LANE
+  return self->priv->on_lane_error.load () != GST_GPUFAN_LANE_ERROR_FAIL
       && !self->priv->session->output_failed ();
+}
+
+/* Whether a lane failing for its error sends its frames again. */
+static bool
+error_replays (GstGpuFanOut * self)
+{
+  return self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY
+      && replay_on (self);
 }
 
 static bool
@@ -188,31 +228,43 @@ lane_device (GstGpuFanOut * self, const LanePtr & lane)
   return "?";
 }
 
-/* on-lane-error=drop-lane: the lane's branch failed with @ret and was
- * marked failed. It takes no more items (its result stays fatal) and
- * everything it held is given up at once (Session::SetLaneFailed); the
- * stream goes on without it, unless no lane is left. */
+/* The lane's branch failed (@reason: a flow return's name, or "stalled")
+ * and the lane was marked failed. It takes no more items (its result stays
+ * fatal). With @replay the frames it held go to the other lanes
+ * (replay_lane), else they are given up at once (Session::SetLaneFailed);
+ * what the failed branch still returns comes back late and is dropped.
+ * The stream goes on without it, unless no lane is left. */
 static void
-lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
+lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
+    bool replay)
 {
-  /* the items behind the failing one are given up at once: what a failed
-   * branch still returns (buffers already past the failing element) comes
-   * back late and is dropped */
-  self->priv->session->SetLaneFailed (lane->id, true);
+  guint replayed = 0, lost = 0;
+  if (replay)
+    replayed = replay_lane (self, lane->id, &lost);
+  else
+    self->priv->session->SetLaneFailed (lane->id, true);
 
   const std::string device = lane_device (self, lane);
-  const gchar * reason = gst_flow_get_name (ret);
-  GST_ELEMENT_WARNING (self, STREAM, FAILED,
-      ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
-       "frames it held are lost",
-          lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason),
-      ("push on lane %u returned %s (%d); on-lane-error=drop-lane", lane->id,
-          reason, ret));
+  if (replay)
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
+         "%u frames it held go to the other lanes%s",
+            lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason,
+            replayed + lost, lost ? " (some could not: lost)" : ""),
+        ("lane %u: %s; %u frames sent again, %u lost", lane->id, reason,
+            replayed, lost));
+  else
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
+         "frames it held are lost",
+            lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason),
+        ("lane %u: %s; on-lane-error=drop-lane", lane->id, reason));
   gst_element_post_message (GST_ELEMENT_CAST (self),
       gst_message_new_element (GST_OBJECT_CAST (self),
           gst_structure_new ("gpufan-lane-failed", "lane", G_TYPE_UINT,
               lane->id, "device", G_TYPE_STRING, device.c_str (), "reason",
-              G_TYPE_STRING, reason, nullptr)));
+              G_TYPE_STRING, reason, "replayed", G_TYPE_UINT, replayed, "lost",
+              G_TYPE_UINT, lost, nullptr)));
 
   /* a lane that is not linked takes nothing either */
   bool every_lane_failed = true;
@@ -224,27 +276,33 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, GstFlowReturn ret)
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
         ("Every lane has failed (the last: lane %u, device %s, %s)", lane->id,
             device.c_str (), reason),
-        ("on-lane-error=drop-lane and no lane is left"));
+        ("no lane is left to take frames"));
+}
+
+/* Marks the lane failed (its result fatal) unless it is already; TRUE when
+ * this call did. */
+static bool
+mark_lane_failed (GstGpuFanOut * self, const LanePtr & lane)
+{
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  if (lane->failed)
+    return false;
+  lane->failed = true;
+  if (!flow_is_fatal (lane->result))
+    lane->result = GST_FLOW_ERROR;
+  lane_changed_unlocked (self, lane);
+  return true;
 }
 
 void
 fanout::fail_lane_on_error (GstGpuFanOut * self, guint id)
 {
-  if (!lane_failure_drops_lane (self))
+  if (!lane_failure_takes_lane_out (self))
     return;
   LanePtr lane = find_lane (self, id);
-  if (!lane)
-    return;
-  {
-    std::lock_guard<gpufan::Mutex> lk (lane->lock);
-    if (lane->failed)
-      return;
-    lane->failed = true;
-    if (!flow_is_fatal (lane->result))
-      lane->result = GST_FLOW_ERROR;
-    lane_changed_unlocked (self, lane);
-  }
-  lane_fail (self, lane, GST_FLOW_ERROR);
+  if (lane && mark_lane_failed (self, lane))
+    lane_fail (self, lane, gst_flow_get_name (GST_FLOW_ERROR),
+        error_replays (self));
 }
 
 /* Records the result of a push that began at @link_generation; a fatal
@@ -270,7 +328,7 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     /* failed with its result, so that the chain function never combines the
      * fatal result of a lane that is leaving */
     if (flow_is_fatal (ret) && !lane->failed
-        && lane_failure_drops_lane (self)) {
+        && lane_failure_takes_lane_out (self)) {
       lane->failed = true;
       newly_failed = true;
     }
@@ -279,11 +337,15 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
   GST_DEBUG_OBJECT (lane->pad, "push returned %s", gst_flow_get_name (ret));
 
   if (newly_failed) {
-    /* the failing item counts as failed (not dropped) before the lane's
-     * other items are given up; lane_set_result runs on the worker, which
-     * owns the unreported push */
-    fanout::lane_report_push (self, lane);
-    lane_fail (self, lane, ret);
+    /* lane_set_result runs on the worker, which owns the unreported push:
+     * the failing item goes again with the others, or counts as failed
+     * (not dropped) before they are given up */
+    const bool replay = error_replays (self);
+    if (replay)
+      lane->unreported_push.pending = false;
+    else
+      fanout::lane_report_push (self, lane);
+    lane_fail (self, lane, gst_flow_get_name (ret), replay);
   }
   if (!flow_is_fatal (ret) || lane_failed (lane))
     return;
@@ -322,17 +384,14 @@ fanout::combine_lane_results (GstGpuFanOut * self)
   std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
   bool any_ok = false, any_eos = false, flushing = false;
   size_t failed_lanes = 0;
-  const bool drop_lane
-      = priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_DROP_LANE;
   GstFlowReturn fatal = GST_FLOW_OK;
   for (auto & kv : priv->lanes) {
     GstFlowReturn r;
     {
       std::lock_guard<gpufan::Mutex> lane_lk (kv.second->lock);
       r = kv.second->result;
-      /* a lane out of service counts as gone, unless every lane is (after
-       * a switch to fail, its error stops the stream again) */
-      if (kv.second->failed && drop_lane) {
+      /* a lane out of service counts as gone */
+      if (kv.second->failed) {
         failed_lanes++;
         continue;
       }
@@ -410,6 +469,13 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
   LanePtr lane = find_lane (self, id);
   if (!lane)
     return;
+  /* on-stall=replay: the stall failed the lane (SessionConfig::
+   * stall_fails_lane), and its frames go to the others */
+  if (self->priv->session->IsLaneFailed (id)) {
+    if (mark_lane_failed (self, lane))
+      lane_fail (self, lane, "stalled", replay_on (self));
+    return;
+  }
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
   if (!lane->stalled) {
     lane->stalled = true;
@@ -598,6 +664,9 @@ lane_loop (gpointer user_data)
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
     lane->busy = true;
+    if (item.kind == ItemKind::kEvent)
+      lane->events_taken_through
+          = std::max (lane->events_taken_through, item.position);
     /* chunk mode: the chain function waits for room (chunk_enqueue) */
     if (lane->producer_waiting)
       lane->cond.notify_all ();

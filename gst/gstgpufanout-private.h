@@ -8,6 +8,7 @@
  *   gstgpufanout-placement.cpp   which device a lane runs on; staging copies
  *   gstgpufanout-allocation.cpp  the ALLOCATION answer over all lanes
  *   gstgpufanout-chunk.cpp       chunk mode: runs of frames to one lane, drained
+ *   gstgpufanout-replay.cpp      a failed lane's frames sent to the others
  *   gstgpufanout-stats.cpp       statistics messages (interval, final)
  *   gstgpufanout-enums.cpp       the policy and staging enums */
 #pragma once
@@ -43,7 +44,8 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
  *   4. a pad's object lock   pad properties (weight, device, task pool)
  *   5. Leaf locks, never held while taking another: Lane::staging_lock (the
  *      lane's host pool; ALLOCATION queries read it from any thread),
- *      priv->upstream_lock (upstream event seqnums), and the Session's own
+ *      priv->upstream_lock (upstream event seqnums), priv->replay_lock (the
+ *      frames kept for replay), and the Session's own
  *      lock (the Session never calls back into us with it held).
  * The Session's one callback, its stall listener (lane_note_stalled), runs
  * from the fan-in's TakeReady calls without the Session's lock and takes
@@ -69,6 +71,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 #define DEFAULT_CHUNK GST_GPUFAN_CHUNK_FRAME
 #define DEFAULT_CHUNK_FRAMES 30
 #define DEFAULT_ON_LANE_ERROR GST_GPUFAN_LANE_ERROR_FAIL
+#define DEFAULT_ON_STALL GST_GPUFAN_STALL_SKIP
 /* A lane's worker-thread field until it is placed on a device whose CPUs
  * are known (then its task pool's binding) */
 #define DEFAULT_WORKER_THREAD "default task pool (device CPUs unknown)"
@@ -99,10 +102,20 @@ GType gst_gpufan_chunk_mode_get_type (void);
 typedef enum {
   GST_GPUFAN_LANE_ERROR_FAIL,      /* the stream fails, as a branch's error */
   GST_GPUFAN_LANE_ERROR_DROP_LANE, /* the lane leaves; its frames are lost */
+  GST_GPUFAN_LANE_ERROR_REPLAY, /* the lane leaves; its frames go to others */
 } GstGpuFanLaneError;
 
 #define GST_TYPE_GPUFAN_LANE_ERROR (gst_gpufan_lane_error_get_type ())
 GType gst_gpufan_lane_error_get_type (void);
+
+/* What a stall does (the on-stall property). */
+typedef enum {
+  GST_GPUFAN_STALL_SKIP,   /* the stalled frame is given up */
+  GST_GPUFAN_STALL_REPLAY, /* the lane fails; its frames go to others */
+} GstGpuFanStallAction;
+
+#define GST_TYPE_GPUFAN_STALL_ACTION (gst_gpufan_stall_action_get_type ())
+GType gst_gpufan_stall_action_get_type (void);
 
 namespace fanout {
 gpufan::Policy policy_from_enum (gint value);
@@ -145,6 +158,9 @@ struct QueuedItem {
   bool chunk_first = false;
   guint32 segment_epoch = 0;
   guint chunk_frames = 0;
+  /* kEvent: its place in the item sequence (Session::MarkEventPosition):
+   * it came before item `position`, after every item below it */
+  guint64 position = 0;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -155,7 +171,8 @@ struct QueuedItem {
       : obj (other.obj), seq (other.seq), kind (other.kind),
         awaited (other.awaited), caps_epoch (other.caps_epoch),
         woke_worker (other.woke_worker), chunk_first (other.chunk_first),
-        segment_epoch (other.segment_epoch), chunk_frames (other.chunk_frames)
+        segment_epoch (other.segment_epoch), chunk_frames (other.chunk_frames),
+        position (other.position)
   {
     other.obj = nullptr;
   }
@@ -173,6 +190,7 @@ struct QueuedItem {
       chunk_first = other.chunk_first;
       segment_epoch = other.segment_epoch;
       chunk_frames = other.chunk_frames;
+      position = other.position;
     }
     return *this;
   }
@@ -231,6 +249,10 @@ struct Lane {
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   guint link_generation = 0;
+  /* The latest place among the serialized events the worker took (their
+   * position): an item sent again from a failed lane must precede what
+   * came after it, so only a lane that has not passed it may take it. */
+  guint64 events_taken_through = 0;
   /* The last item the worker pushed, and when an idle stalled lane next
    * sends a marker to see whether its branch answers again. */
   guint64 last_seq = 0;
@@ -293,6 +315,15 @@ struct Lane {
 
 using LanePtr = std::shared_ptr<Lane>;
 
+/* What the fan-out keeps of a dispatched item to send it again. */
+struct ReplayCopy {
+  guint64 seq = 0;
+  GstMiniObject * obj = nullptr; /* a reference */
+  ItemKind kind = ItemKind::kBuffer;
+  guint32 caps_epoch = 0;
+  gint64 pts = -1;
+};
+
 } // namespace fanout
 
 struct GstGpuFanOutPrivate {
@@ -318,6 +349,7 @@ struct GstGpuFanOutPrivate {
   /* chunk mode; set in NULL or READY only (GST_PARAM_MUTABLE_READY) */
   std::atomic<gint> chunk_mode{ DEFAULT_CHUNK };
   std::atomic<gint> on_lane_error{ DEFAULT_ON_LANE_ERROR };
+  std::atomic<gint> on_stall{ DEFAULT_ON_STALL };
   std::atomic<guint> chunk_frames{ DEFAULT_CHUNK_FRAMES };
   /* the stream's caps are in system memory (no caps features but
    * memory:SystemMemory): only then is staging or a host pool of use */
@@ -361,6 +393,17 @@ struct GstGpuFanOutPrivate {
   std::atomic<bool> stats_posted{ false };
   std::atomic<bool> lane_error_posted{ false };
 
+  /* What replay needs (gstgpufanout-replay.cpp), under replay_lock, a leaf
+   * lock: a reference to each awaited item dispatched while replay is on,
+   * oldest first, until it has left the fan-in's window; the last seq
+   * kept; and the items a failed lane handed over before their reference
+   * was kept (the chain function sends those again itself). */
+  gpufan::Mutex replay_lock;
+  std::deque<fanout::ReplayCopy> replay_copies;
+  guint64 replay_last_kept = 0;
+  bool replay_any_kept = false;
+  std::vector<gpufan::ReplayItem> replay_orphans;
+
   /* Upstream events come once per lane (gpufanin forwards to all its sink
    * pads): forward each seqnum once. */
   gpufan::Mutex upstream_lock;
@@ -401,6 +444,7 @@ enum {
   PROP_CHUNK,
   PROP_CHUNK_FRAMES,
   PROP_ON_LANE_ERROR,
+  PROP_ON_STALL,
 };
 
 enum {
@@ -444,6 +488,24 @@ void lane_report_push (GstGpuFanOut * self, const LanePtr & lane);
 /* A branch element of lane @id posted an ERROR (gpufanbin saw it): with
  * on-lane-error=drop-lane the lane leaves as if its push had failed. */
 void fail_lane_on_error (GstGpuFanOut * self, guint id);
+
+/* Replay (gstgpufanout-replay.cpp) */
+/* on-lane-error=replay or on-stall=replay, outside chunk mode */
+bool replay_on (GstGpuFanOut * self);
+/* The chain function keeps a reference to scheduled item @seq (a buffer
+ * or GAP, awaited) while replay is on; it may send items back itself. */
+void replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
+    ItemKind kind, guint32 caps_epoch, gint64 pts);
+/* Forgets every kept item (a flush, a new start). */
+void replay_forget (GstGpuFanOut * self);
+/* Lane @id failed: its items go to the other lanes. Returns how many did
+ * (@lost: how many could not). */
+guint replay_lane (GstGpuFanOut * self, guint id, guint * lost);
+/* Queues item @seq on @lane ahead of the serialized events that came after
+ * it (lane.cpp); FALSE: the lane passed one of those, or does not run. */
+gboolean lane_enqueue_replay (const LanePtr & lane, QueuedItem && item);
+/* Whether @lane may take replayed item @seq (lane.cpp). */
+bool lane_takes_replay (const LanePtr & lane, guint64 seq);
 
 /* Chunk mode (gstgpufanout-chunk.cpp) */
 bool chunk_mode_on (GstGpuFanOut * self);

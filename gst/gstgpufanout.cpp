@@ -169,6 +169,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
     chunk_forget (self);
     priv->segment_epoch = 0;
     priv->session->Reset ();
+    replay_forget (self);
     for (const LanePtr & lane : snapshot_lanes (self)) {
       lane_reset_result (self, lane, true);
       /* pairing is found again at the next start: the fan-in may be gone */
@@ -276,6 +277,11 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
     case PROP_ON_LANE_ERROR:
       priv->on_lane_error = g_value_get_enum (value);
       break;
+    case PROP_ON_STALL:
+      priv->on_stall = g_value_get_enum (value);
+      priv->session->SetStallFailsLane (
+          priv->on_stall.load () == GST_GPUFAN_STALL_REPLAY);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -345,6 +351,9 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_ON_LANE_ERROR:
       g_value_set_enum (value, priv->on_lane_error.load ());
       break;
+    case PROP_ON_STALL:
+      g_value_set_enum (value, priv->on_stall.load ());
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -357,6 +366,7 @@ gst_gpufan_out_finalize (GObject * object)
   GstGpuFanOut * self = GST_GPUFAN_OUT (object);
   /* the Session may outlive us (a gpufanin holds it) */
   self->priv->session->SetStallListener (nullptr);
+  replay_forget (self);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -593,18 +603,44 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    * What a branch's error (a fatal flow return from a lane, with or without
    * an ERROR message) does. `fail`: the stream fails, as with any element.
    * `drop-lane`: the lane leaves the stream until the next start; the frames
-   * it held are lost, the others go on in order. A `gpufan-lane-failed`
-   * element message (lane, device, reason) and a WARNING say so; when every
-   * lane has failed, an ERROR. The branch element's own ERROR message still
-   * reaches the bus: gpufanbin turns those of its lanes into WARNINGs, an
+   * it held are lost, the others go on in order. `replay`: the lane leaves
+   * too, and the frames it held (dispatched, not yet out of gpufanin) go
+   * to the other lanes, so none is lost; to do so the fan-out keeps a
+   * reference to each frame until it has left gpufanin (an in-place branch
+   * element then copies it before writing). In chunk mode `replay` acts as
+   * `drop-lane`. A `gpufan-lane-failed` element message (lane, device,
+   * reason, replayed, lost) and a WARNING say so; when every lane has
+   * failed, an ERROR. The branch element's own ERROR message still reaches
+   * the bus: gpufanbin turns those of its lanes into WARNINGs, an
    * application writing the lanes itself has to ignore them.
    */
   g_object_class_install_property (gobject_class, PROP_ON_LANE_ERROR,
       g_param_spec_enum ("on-lane-error", "On lane error",
-          "What a branch's error does: fail the stream (fail), or take the "
-          "lane out until the next start and go on without the frames it held "
-          "(drop-lane)",
+          "What a branch's error does: fail the stream (fail), take the lane "
+          "out until the next start and go on without the frames it held "
+          "(drop-lane), or take it out and send those frames to the other "
+          "lanes (replay)",
           GST_TYPE_GPUFAN_LANE_ERROR, DEFAULT_ON_LANE_ERROR,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanOut:on-stall:
+   *
+   * What a stall does: a lane that returned nothing while one of its frames
+   * headed gpufanin's window for stall-timeout. `skip`: that frame is given
+   * up, and the lane gets frames again once it answers. `replay`: the lane
+   * fails as with on-lane-error (until the next start) and the frames it
+   * held go to the other lanes: nothing is lost, at the cost of the lane
+   * and of keeping a reference to each frame (see on-lane-error). In chunk
+   * mode `replay` fails the lane and drops its chunks.
+   */
+  g_object_class_install_property (gobject_class, PROP_ON_STALL,
+      g_param_spec_enum ("on-stall", "On stall",
+          "What a lane that returns nothing for stall-timeout costs: the "
+          "frame it stalled on (skip), or the lane, whose frames go to the "
+          "other lanes (replay)",
+          GST_TYPE_GPUFAN_STALL_ACTION, DEFAULT_ON_STALL,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 

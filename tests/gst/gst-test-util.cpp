@@ -1329,4 +1329,63 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
+// ------------------------------------------------------------ lane faults ---
+
+LaneFault::LaneFault(GstElement *element, Kind kind, int64_t at)
+    : element_(GST_ELEMENT(gst_object_ref(element))),
+      pad_(gst_element_get_static_pad(element, "src")),
+      kind_(kind),
+      at_(at) {
+  id_ =
+      gst_pad_add_probe(pad_, GST_PAD_PROBE_TYPE_BUFFER, Probe, this, nullptr);
+}
+
+LaneFault::~LaneFault() {
+  Release();
+  gst_pad_remove_probe(pad_, id_);
+  gst_object_unref(pad_);
+  gst_object_unref(element_);
+}
+
+void LaneFault::Release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  released_ = true;
+  cond_.notify_all();
+}
+
+int64_t LaneFault::struck() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return struck_;
+}
+
+GstPadProbeReturn LaneFault::Probe(GstPad *, GstPadProbeInfo *info,
+                                   gpointer data) {
+  auto *self = static_cast<LaneFault *>(data);
+  GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  const int64_t frame = PtsIndex(GST_BUFFER_PTS(buffer));
+  std::unique_lock<std::mutex> lock(self->mutex_);
+  if (frame < self->at_ || self->released_)
+    return GST_PAD_PROBE_OK;
+  const bool first = self->struck_ < 0;
+  if (first)
+    self->struck_ = frame;
+  switch (self->kind_) {
+    case Kind::kBlock:
+      self->cond_.wait(lock, [self] { return self->released_; });
+      return GST_PAD_PROBE_OK;
+    case Kind::kError:
+      if (first)
+        GST_ELEMENT_ERROR(self->element_, STREAM, FAILED,
+                          ("injected error at frame %" G_GINT64_FORMAT, frame),
+                          (nullptr));
+      break;
+    case Kind::kSilentError:
+      break;
+  }
+  gst_buffer_unref(buffer);
+  GST_PAD_PROBE_INFO_DATA(info) = nullptr;
+  GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_ERROR;
+  return GST_PAD_PROBE_HANDLED;
+}
+
 }  // namespace gpufan_test

@@ -405,6 +405,39 @@ class IndexStamper {
   std::atomic<uint64_t> next_{0};
 };
 
+// Frame-level fault injection into a lane: a probe on the src pad of one of
+// its elements makes the lane fail from frame `at` on (the frame number as
+// IndexStamper sets the PTS). kError: an ERROR message from the element and
+// GST_FLOW_ERROR, as `identity error-after` does; kSilentError:
+// GST_FLOW_ERROR alone; kBlock: the push never returns until Release() (or
+// the destructor: declare it after the pipeline, or Release() before
+// stopping it, so that the pads can deactivate).
+class LaneFault {
+ public:
+  enum class Kind { kError, kSilentError, kBlock };
+  LaneFault(GstElement *element, Kind kind, int64_t at);
+  ~LaneFault();
+  LaneFault(const LaneFault&) = delete;
+  LaneFault& operator=(const LaneFault&) = delete;
+  // Unblocks a kBlock fault; later frames pass.
+  void Release();
+  // The frame the fault struck (-1: none yet).
+  int64_t struck() const;
+
+ private:
+  static GstPadProbeReturn Probe(GstPad *pad, GstPadProbeInfo *info,
+                                 gpointer self);
+  GstElement *element_;
+  GstPad *pad_;
+  gulong id_;
+  const Kind kind_;
+  const int64_t at_;
+  mutable std::mutex mutex_;
+  std::condition_variable cond_;
+  int64_t struck_ = -1;
+  bool released_ = false;
+};
+
 // ------------------------------------------------------------------ stats ---
 
 // The `stats` property (a copy; free with gst_structure_free), or nullptr.

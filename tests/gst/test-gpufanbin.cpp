@@ -506,7 +506,7 @@ GstPadProbeReturn FailSilently(GstPad *, GstPadProbeInfo *info,
 
 TEST(GpuFanBinLaneError, ALaneThatErrorsLeavesAndTheOthersGoOnInOrder) {
   constexpr int kBuffers = 2000;
-  LaunchedPipeline p(FourLanes(kBuffers));
+  LaunchedPipeline p(FourLanes(kBuffers, "on-lane-error=drop-lane"));
   ASSERT_TRUE(p.ok());
   GstElement *inject = BuildAndFindInLane(p, 1, "inject");
   ASSERT_NE(inject, nullptr);
@@ -538,7 +538,7 @@ TEST(GpuFanBinLaneError, ALaneThatErrorsLeavesAndTheOthersGoOnInOrder) {
 
 TEST(GpuFanBinLaneError, ABranchThatFailsWithoutAMessageLeavesToo) {
   constexpr int kBuffers = 1000;
-  LaunchedPipeline p(FourLanes(kBuffers));
+  LaunchedPipeline p(FourLanes(kBuffers, "on-lane-error=drop-lane"));
   ASSERT_TRUE(p.ok());
   std::atomic<int> left{20};
   GstElement *inject = BuildAndFindInLane(p, 2, "inject");
@@ -558,8 +558,9 @@ TEST(GpuFanBinLaneError, ABranchThatFailsWithoutAMessageLeavesToo) {
   ASSERT_TRUE(p.Stop());
 }
 
+// With on-stall=replay too: replay on stalls changes nothing for errors.
 TEST(GpuFanBinLaneError, FailStopsTheStreamAsBefore) {
-  LaunchedPipeline p(FourLanes(1000, "on-lane-error=fail"));
+  LaunchedPipeline p(FourLanes(1000, "on-lane-error=fail on-stall=replay"));
   ASSERT_TRUE(p.ok());
   GstElement *inject = BuildAndFindInLane(p, 1, "inject");
   ASSERT_NE(inject, nullptr);
@@ -747,4 +748,128 @@ TEST(GpuFanBinLaneError, AFailedLaneInChunkModeLeaves) {
            BusLog::ErrorText(m).find("without the EOS") != std::string::npos;
   }),
             0u);
+}
+
+// ------------------------------------------- replay (issue 12, item 2, 3) ---
+
+namespace {
+
+guint LaneFailedField(LaunchedPipeline& p, guint lane, const char *field) {
+  guint value = 0;
+  p.bus().Count([&](GstMessage *m) {
+    if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
+      return false;
+    const GstStructure *s = gst_message_get_structure(m);
+    guint got = G_MAXUINT;
+    gst_structure_get_uint(s, "lane", &got);
+    if (got == lane)
+      gst_structure_get_uint(s, field, &value);
+    return false;
+  });
+  return value;
+}
+
+struct InjectedFault {
+  guint lane;
+  LaneFault::Kind kind;
+  int64_t at;  // frame number
+};
+
+// FourLanes(frames, settings) with `faults`, played to EOS: every frame
+// leaves once, in order, with no ERROR; each faulty lane posts one
+// lane-failed message and loses nothing, the others post none; what the
+// failed lanes handed over went to the others.
+void ExpectNoFrameLost(int frames, const std::string& settings,
+                       const std::vector<InjectedFault>& faults) {
+  LaunchedPipeline p(FourLanes(frames, settings.c_str()));
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
+            GST_STATE_CHANGE_SUCCESS);
+  std::vector<std::unique_ptr<LaneFault>> injected;
+  size_t errors = 0;
+  for (const InjectedFault& f : faults) {
+    GstElement *inject = LaneElement(p, f.lane, "inject");
+    ASSERT_NE(inject, nullptr);
+    injected.push_back(std::make_unique<LaneFault>(inject, f.kind, f.at));
+    gst_object_unref(inject);
+    errors += f.kind == LaneFault::Kind::kError;
+  }
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(WarningsFrom(p, "inject"), errors)
+      << "each branch's ERROR, as a WARNING";
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, frames)) << out.Summary();
+  EXPECT_EQ(out.Buffers(), static_cast<size_t>(frames));
+  GstStructure *stats = GetStats(p.element("bin"));
+  ASSERT_NE(stats, nullptr);
+  for (guint lane = 0; lane < 4; lane++) {
+    SCOPED_TRACE("lane " + std::to_string(lane));
+    const bool faulty =
+        std::any_of(faults.begin(), faults.end(),
+                    [lane](const InjectedFault& f) { return f.lane == lane; });
+    EXPECT_EQ(LaneFailedMessages(p, lane), faulty ? 1u : 0u);
+    if (!faulty)
+      continue;
+    EXPECT_EQ(LaneFailedField(p, lane, "lost"), 0u);
+    const GstStructure *l = StatsLaneById(stats, lane);
+    EXPECT_STREQ(gst_structure_get_string(l, "state"), "failed");
+    EXPECT_GE(StatsU64(l, "handed-over"), 1u) << "the frame it failed on";
+  }
+  EXPECT_EQ(SumLanesU64(stats, "replayed"), SumLanesU64(stats, "handed-over"));
+  EXPECT_EQ(SumLanesU64(stats, "timed-out"), 0u);
+  gst_structure_free(stats);
+  for (auto& f : injected)
+    f->Release();
+  ASSERT_TRUE(p.Stop());
+}
+
+}  // namespace
+
+// The default: a lane that errors leaves, and the frames it held go to the
+// others: nothing lost.
+TEST(GpuFanBinReplay, ALaneThatErrorsLosesNoFrame) {
+  ExpectNoFrameLost(2000, "", {{1, LaneFault::Kind::kError, 200}});
+}
+
+TEST(GpuFanBinReplay, ABranchThatFailsWithoutAMessageLosesNoFrame) {
+  ExpectNoFrameLost(1000, "", {{2, LaneFault::Kind::kSilentError, 100}});
+}
+
+// on-stall=replay: a lane blocked for good inside its push is failed after
+// stall-timeout and its frames go on elsewhere; EOS still comes.
+TEST(GpuFanBinReplay, ABlockedLaneFailsOnStallAndLosesNoFrame) {
+  ExpectNoFrameLost(600, "on-stall=replay stall-timeout=300000000",
+                    {{2, LaneFault::Kind::kBlock, 300}});
+}
+
+// The issue's case: 4 lanes, 5,000 frames; lane 1 errors at frame 200,
+// lane 2 blocks for good at frame 1,000, lane 3 fails silently at frame
+// 3,000. Every frame leaves once, in order, with no ERROR and one
+// lane-failed message per failure.
+TEST(GpuFanBinReplay, ThreeFailuresInFiveThousandFramesLoseNothing) {
+  ExpectNoFrameLost(5000, "on-stall=replay stall-timeout=500000000",
+                    {{1, LaneFault::Kind::kError, 200},
+                     {2, LaneFault::Kind::kBlock, 1000},
+                     {3, LaneFault::Kind::kSilentError, 3000}});
+}
+
+// on-stall=skip (the default) still gives the blocked frame up.
+TEST(GpuFanBinReplay, SkipGivesTheStalledFrameUp) {
+  constexpr int kBuffers = 400;
+  LaunchedPipeline p(FourLanes(kBuffers, "stall-timeout=300000000"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 2, "inject");
+  ASSERT_NE(inject, nullptr);
+  LaneFault fault(inject, LaneFault::Kind::kBlock, 200);
+  gst_object_unref(inject);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 2), 0u);
+  EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
+  EXPECT_LT(out.Buffers(), static_cast<size_t>(kBuffers));
+  fault.Release();
+  ASSERT_TRUE(p.Stop());
 }
