@@ -484,6 +484,35 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
   lane->cond.notify_all ();
 }
 
+void
+fanout::lanes_note_drained (GstGpuFanOut * self)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    lane->cond.notify_all ();
+  }
+}
+
+/* With replay on, a lane whose next item is EOS holds it back while frames
+ * are still on their way: if a lane fails, its frames may come here, and a
+ * branch takes nothing after EOS. It lets go once every frame has left
+ * gpufanin (lanes_note_drained wakes it; a frame stuck in a branch leaves
+ * at the latest by stall-timeout), and takes a frame sent again that is
+ * queued ahead meanwhile. (A branch that returns frames only at EOS loses
+ * them in frame mode anyway: that is chunk mode's job.) Call with the lane
+ * lock held (the Session's is a leaf lock). */
+static bool
+eos_held_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+{
+  if (lane->queue.empty () || lane->failed || !replay_on (self))
+    return false;
+  const QueuedItem & front = lane->queue.front ();
+  if (front.kind != ItemKind::kEvent
+      || GST_EVENT_TYPE (GST_EVENT_CAST (front.obj)) != GST_EVENT_EOS)
+    return false;
+  return self->priv->session->AccountedForSinceNs () == gpufan::kNoTime;
+}
+
 /* The worker waits for an item or a state other than running. A stalled
  * lane's worker also wakes at its liveness deadline: TRUE when a marker is
  * due. Call with the lane lock held. */
@@ -491,7 +520,8 @@ static bool
 lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
     std::unique_lock<gpufan::Mutex> & lk)
 {
-  while (lane->queue.empty () && lane->state == LaneState::kRunning) {
+  while ((lane->queue.empty () || eos_held_unlocked (self, lane))
+      && lane->state == LaneState::kRunning) {
     if (lane->stalled
         && std::chrono::steady_clock::now () >= lane->next_liveness) {
       gpufan::Session & session = *self->priv->session;

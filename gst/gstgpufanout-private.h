@@ -471,6 +471,9 @@ void lane_reset_result (GstGpuFanOut * self, const LanePtr & lane, bool all);
 void lane_set_linked (GstGpuFanOut * self, const LanePtr & lane, bool linked);
 /* The Session stalled lane @id (its listener, called without its lock). */
 void lane_note_stalled (GstGpuFanOut * self, guint id);
+/* Every frame has left the fan-in after the input ended (the Session's drain
+ * listener): lanes holding their EOS back let it go. */
+void lanes_note_drained (GstGpuFanOut * self);
 /* A lane came or went: the results are combined again. */
 void lanes_changed (GstGpuFanOut * self);
 GstFlowReturn combine_lane_results (GstGpuFanOut * self);

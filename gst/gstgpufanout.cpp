@@ -366,6 +366,7 @@ gst_gpufan_out_finalize (GObject * object)
   GstGpuFanOut * self = GST_GPUFAN_OUT (object);
   /* the Session may outlive us (a gpufanin holds it) */
   self->priv->session->SetStallListener (nullptr);
+  self->priv->session->SetDrainListener (nullptr);
   replay_forget (self);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -666,6 +667,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CHUNK_MODE,
       (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_OUT_PAD, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_STALL_ACTION,
+      (GstPluginAPIFlags)0);
 }
 
 static void
@@ -675,6 +678,9 @@ gst_gpufan_out_init (GstGpuFanOut * self)
   /* an idle stalled lane's worker starts its liveness markers */
   self->priv->session->SetStallListener (
       [self] (guint lane) { lane_note_stalled (self, lane); });
+  /* a lane holding its EOS back for replay lets it go */
+  self->priv->session->SetDrainListener (
+      [self] () { lanes_note_drained (self); });
 
   self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
   install_sink_pad_functions (self->sinkpad);

@@ -39,9 +39,11 @@ void Session::TakeReadyAndUnlock(std::unique_lock<Mutex>& lock,
   TakeReadyUnlocked(batch);
   std::vector<uint32_t> stalled;
   stalled.swap(stalls_to_announce_);
+  const bool drained = drain_to_announce_;
+  drain_to_announce_ = false;
   UnlockAndNotifyAdmit(lock);
-  if (!stalled.empty())
-    AnnounceStalls(std::move(stalled));
+  if (!stalled.empty() || drained)
+    AnnounceStalls(std::move(stalled), drained);
 }
 
 void Session::SetStallListener(std::function<void(uint32_t lane)> listener) {
@@ -49,13 +51,21 @@ void Session::SetStallListener(std::function<void(uint32_t lane)> listener) {
   stall_listener_ = std::move(listener);
 }
 
-void Session::AnnounceStalls(std::vector<uint32_t> lanes) {
+void Session::SetDrainListener(std::function<void()> listener) {
   std::lock_guard<Mutex> lock(listener_mutex_);
-  if (!stall_listener_)
-    return;
-  for (uint32_t lane : lanes)
-    stall_listener_(lane);
+  drain_listener_ = std::move(listener);
 }
+
+void Session::AnnounceStalls(std::vector<uint32_t> lanes, bool drained) {
+  std::lock_guard<Mutex> lock(listener_mutex_);
+  if (stall_listener_) {
+    for (uint32_t lane : lanes)
+      stall_listener_(lane);
+  }
+  if (drained && drain_listener_)
+    drain_listener_();
+}
+
 
 void Session::TakeReadyUnlocked(ReadyBatch *batch) {
   const int64_t now = clock_->NowNs();
@@ -173,6 +183,7 @@ void Session::UpdateAccountedUnlocked(int64_t now_ns) {
   if (!input_ended_ || !window_.empty() || accounted_since_ns_ != kNoTime)
     return;
   accounted_since_ns_ = now_ns;
+  drain_to_announce_ = true;
   // The fan-in's output task decides on EOS from here on.
   generation_++;
   NotifyOutputUnlocked();

@@ -236,6 +236,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // none) waits for a call in progress; the old one is not called after.
   // The listener must not call back into the Session's stalling calls.
   void SetStallListener(std::function<void(uint32_t lane)> listener);
+  // Called, as the stall listener and from the same calls, once the input
+  // ended and every item has left the window (AccountedForSinceNs is set):
+  // a lane that holds its EOS back for replay may let it go.
+  void SetDrainListener(std::function<void()> listener);
   // The fan-out's input ended (EOS went into every lane): once every item
   // is accounted for, the fan-in need not wait longer than stall-timeout for
   // the lanes' own EOS (AccountedForSinceNs).
@@ -543,7 +547,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::vector<uint32_t> stalls_to_announce_;
   Mutex listener_mutex_;
   std::function<void(uint32_t)> stall_listener_;
-  void AnnounceStalls(std::vector<uint32_t> lanes);
+  std::function<void()> drain_listener_;
+  bool drain_to_announce_ = false;  // see SetDrainListener
+  void AnnounceStalls(std::vector<uint32_t> lanes, bool drained);
   CondVar admit_cv_;   // fan-out waits for room
   CondVar output_cv_;  // fan-in waits for releasable items
   CondVar settle_cv_;  // a lane worker waits for its item (WaitSettled)

@@ -778,13 +778,21 @@ struct InjectedFault {
 // FourLanes(frames, settings) with `faults`, played to EOS: every frame
 // leaves once, in order, with no ERROR; each faulty lane posts one
 // lane-failed message and loses nothing, the others post none; what the
-// failed lanes handed over went to the others.
+// failed lanes handed over went to the others. Lane `slow_lane` (if any)
+// sleeps 3 ms per frame.
 void ExpectNoFrameLost(int frames, const std::string& settings,
-                       const std::vector<InjectedFault>& faults) {
+                       const std::vector<InjectedFault>& faults,
+                       int slow_lane = -1) {
   LaunchedPipeline p(FourLanes(frames, settings.c_str()));
   ASSERT_TRUE(p.ok());
   ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
             GST_STATE_CHANGE_SUCCESS);
+  if (slow_lane >= 0) {
+    GstElement *slow = LaneElement(p, static_cast<guint>(slow_lane), "inject");
+    ASSERT_NE(slow, nullptr);
+    g_object_set(slow, "sleep-time", 3000, nullptr);
+    gst_object_unref(slow);
+  }
   std::vector<std::unique_ptr<LaneFault>> injected;
   size_t errors = 0;
   for (const InjectedFault& f : faults) {
@@ -842,6 +850,12 @@ TEST(GpuFanBinReplay, ABranchThatFailsWithoutAMessageLosesNoFrame) {
 TEST(GpuFanBinReplay, ABlockedLaneFailsOnStallAndLosesNoFrame) {
   ExpectNoFrameLost(600, "on-stall=replay stall-timeout=300000000",
                     {{2, LaneFault::Kind::kBlock, 300}});
+}
+
+// A slow lane fails on its last frames, when the others are done: they
+// held their EOS back, and take its frames.
+TEST(GpuFanBinReplay, ALaneFailingAtTheEndLosesNoFrame) {
+  ExpectNoFrameLost(400, "", {{1, LaneFault::Kind::kError, 393}}, 1);
 }
 
 // The case: 4 lanes, 5,000 frames; lane 1 errors at frame 200,
