@@ -69,6 +69,9 @@ fanout::aggregate_allocation (GstGpuFanOut * self, GstQuery * query)
   guint size = 0, min_buffers = 0, answered = 0;
 
   for (const LanePtr & lane : snapshot_lanes (self)) {
+    /* a failed lane's branch may be stuck: it takes no frames anyway */
+    if (lane_failed (lane))
+      continue;
     GstQuery * q = gst_query_new_allocation (caps, need_pool);
     if (!gst_pad_peer_query (lane->pad, q)) {
       GST_DEBUG_OBJECT (lane->pad, "no allocation answer from this lane");

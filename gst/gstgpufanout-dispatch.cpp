@@ -85,6 +85,8 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     item.caps_epoch = priv->caps_epoch.load ();
     if (d.awaited && replay_on (self))
       replay_keep (self, d.seq, obj, item.kind, item.caps_epoch, pts);
+    else if (d.awaited && priv->replay_orphans_possible.load ())
+      replay_not_kept (self, d.seq);
     if (!lane_enqueue (lane, std::move (item))) {
       /* its lane failed meanwhile and handed it over: it goes again */
       if (d.awaited && replay_on (self)

@@ -41,6 +41,16 @@ flow_is_fatal (GstFlowReturn ret)
 }
 
 static gboolean start_lane_task_unlocked (const LanePtr & lane);
+
+/* The lane got the sink pad's current sticky events: it has passed every
+ * event placed before the next item (a frame sent again from before them
+ * must not come here). Call with the lane lock held. */
+static void
+note_events_taken_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+{
+  lane->events_taken_through = std::max (lane->events_taken_through,
+      static_cast<guint64> (self->priv->session->NextSeq ()));
+}
 static void copy_sticky_events (GstGpuFanOut * self, GstPad * srcpad,
     bool with_segment);
 
@@ -100,12 +110,15 @@ fanout::lane_enqueue_replay (const LanePtr & lane, QueuedItem && item)
     if (!lane_takes_items_unlocked (lane) || lane->failed
         || lane->events_taken_through > item.seq)
       return FALSE;
-    /* past the queue's bound (it was in flight already), before the first
-     * event that came after it (a caps change, EOS) */
-    auto at = std::find_if (lane->queue.begin (), lane->queue.end (),
-        [&item] (const QueuedItem & q) {
-          return q.kind == ItemKind::kEvent && q.position > item.seq;
-        });
+    /* past the queue's bound (it was in flight already) */
+    auto at = lane->queue.begin ();
+    for (auto it = lane->queue.begin (); it != lane->queue.end (); ++it) {
+      if (it->kind == ItemKind::kEvent && it->position > item.seq)
+        break;
+      if (it->kind == ItemKind::kEvent || (it->replayed && it->seq < item.seq))
+        at = it + 1;
+    }
+    item.replayed = true;
     wake = lane->worker_waiting;
     lane->queue.insert (at, std::move (item));
   }
@@ -144,6 +157,7 @@ fanout::lane_activate (GstGpuFanOut * self, const LanePtr & lane,
    * buffer comes before lane_changed_unlocked tells the Session */
   lane->state = LaneState::kRunning;
   copy_sticky_events (self, lane->pad, true);
+  note_events_taken_unlocked (self, lane);
   gboolean started = start_task ? start_lane_task_unlocked (lane) : TRUE;
   lane_changed_unlocked (self, lane);
   return started;
@@ -212,8 +226,8 @@ error_replays (GstGpuFanOut * self)
       && replay_on (self);
 }
 
-static bool
-lane_failed (const LanePtr & lane)
+bool
+fanout::lane_failed (const LanePtr & lane)
 {
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
   return lane->failed;
@@ -786,6 +800,7 @@ fanout::lane_restart (GstGpuFanOut * self, const LanePtr & lane)
   /* what the flush dropped from the queue (caps, tags, ...) still holds:
    * the task is paused here, so nothing can be stored out of order */
   copy_sticky_events (self, lane->pad, false);
+  note_events_taken_unlocked (self, lane);
   if (!start_lane_task_unlocked (lane))
     lane->state = LaneState::kInactive;
   lane_changed_unlocked (self, lane);
@@ -802,7 +817,8 @@ fanout::wait_lanes_drained (GstGpuFanOut * self)
     /* a stalled lane's branch may never return what it holds */
     lane->drain_waiters++;
     while (lane->state == LaneState::kRunning
-        && (lane->busy || !lane->queue.empty ()) && !lane->stalled)
+        && (lane->busy || !lane->queue.empty ()) && !lane->stalled
+        && !lane->failed)
       lane->cond.wait (lk);
     lane->drain_waiters--;
   }
@@ -817,7 +833,7 @@ fanout::drain_all_lanes (GstGpuFanOut * self, GstQuery * query)
 {
   gboolean res = TRUE;
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    if (lane->linked.load ())
+    if (lane->linked.load () && !lane_failed (lane))
       res &= gst_pad_peer_query (lane->pad, query);
   }
   return res;

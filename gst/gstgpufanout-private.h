@@ -161,6 +161,8 @@ struct QueuedItem {
   /* kEvent: its place in the item sequence (Session::MarkEventPosition):
    * it came before item `position`, after every item below it */
   guint64 position = 0;
+  /* sent again after its first lane failed (lane_enqueue_replay) */
+  bool replayed = false;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -172,7 +174,7 @@ struct QueuedItem {
         awaited (other.awaited), caps_epoch (other.caps_epoch),
         woke_worker (other.woke_worker), chunk_first (other.chunk_first),
         segment_epoch (other.segment_epoch), chunk_frames (other.chunk_frames),
-        position (other.position)
+        position (other.position), replayed (other.replayed)
   {
     other.obj = nullptr;
   }
@@ -191,6 +193,7 @@ struct QueuedItem {
       segment_epoch = other.segment_epoch;
       chunk_frames = other.chunk_frames;
       position = other.position;
+      replayed = other.replayed;
     }
     return *this;
   }
@@ -315,6 +318,13 @@ struct Lane {
 
 using LanePtr = std::shared_ptr<Lane>;
 
+/* An item a failed lane handed over before the chain function kept it:
+ * the chain function sends it on (or gives it up) once it decides. */
+struct ReplayOrphan {
+  guint lane = 0; /* the lane that failed */
+  gpufan::ReplayItem item;
+};
+
 /* What the fan-out keeps of a dispatched item to send it again. */
 struct ReplayCopy {
   guint64 seq = 0;
@@ -400,9 +410,13 @@ struct GstGpuFanOutPrivate {
    * was kept (the chain function sends those again itself). */
   gpufan::Mutex replay_lock;
   std::deque<fanout::ReplayCopy> replay_copies;
-  guint64 replay_last_kept = 0;
-  bool replay_any_kept = false;
-  std::vector<gpufan::ReplayItem> replay_orphans;
+  /* the latest seq the chain function kept or went without keeping, plus
+   * one (0: none yet) */
+  guint64 replay_decided_through = 0;
+  std::vector<fanout::ReplayOrphan> replay_orphans;
+  /* a lane failed with replay this run: the chain function tells whether
+   * it kept each item even while replay is off (a switch) */
+  std::atomic<bool> replay_orphans_possible{ false };
 
   /* Upstream events come once per lane (gpufanin forwards to all its sink
    * pads): forward each seqnum once. */
@@ -496,17 +510,27 @@ void fail_lane_on_error (GstGpuFanOut * self, guint id);
 /* on-lane-error=replay or on-stall=replay, outside chunk mode */
 bool replay_on (GstGpuFanOut * self);
 /* The chain function keeps a reference to scheduled item @seq (a buffer
- * or GAP, awaited) while replay is on; it may send items back itself. */
+ * or GAP, awaited) while replay is on, or says it did not; either way it
+ * settles the item if its lane failed meanwhile (an orphan). */
 void replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
     ItemKind kind, guint32 caps_epoch, gint64 pts);
+void replay_not_kept (GstGpuFanOut * self, guint64 seq);
+/* Items up to @released_through left gpufanin: their references go (the
+ * Session's release listener). */
+void replay_release (GstGpuFanOut * self, guint64 released_through);
 /* Forgets every kept item (a flush, a new start). */
 void replay_forget (GstGpuFanOut * self);
 /* Lane @id failed: its items go to the other lanes. Returns how many did
  * (@lost: how many could not). */
 guint replay_lane (GstGpuFanOut * self, guint id, guint * lost);
-/* Queues item @seq on @lane ahead of the serialized events that came after
- * it (lane.cpp); FALSE: the lane passed one of those, or does not run. */
+/* Queues replayed item @seq on @lane as early as it may go: behind the
+ * serialized events that came before it and the replayed items older than
+ * it, ahead of the lane's own items (the window waits for the oldest) and
+ * of the events that came after it (lane.cpp); FALSE: the lane passed one
+ * of those, or does not run. */
 gboolean lane_enqueue_replay (const LanePtr & lane, QueuedItem && item);
+/* Its branch failed and it is out of service (lane.cpp). */
+bool lane_failed (const LanePtr & lane);
 /* Whether @lane may take replayed item @seq (lane.cpp). */
 bool lane_takes_replay (const LanePtr & lane, guint64 seq);
 

@@ -25,10 +25,10 @@ fanout::replay_on (GstGpuFanOut * self)
       && !chunk_mode_on (self);
 }
 
-/* Sends item @seq (a reference in @copy) again, to a lane that may take it;
- * FALSE when none can (or it is no longer awaited). */
+/* Sends item @item, held by lane @from (the failed lane), again with the
+ * reference in @copy, to a lane that may take it. FALSE when none can. */
 static bool
-send_again (GstGpuFanOut * self, const gpufan::ReplayItem & item,
+send_again (GstGpuFanOut * self, guint from, const gpufan::ReplayItem & item,
     const ReplayCopy & copy)
 {
   gpufan::Session & session = *self->priv->session;
@@ -42,9 +42,11 @@ send_again (GstGpuFanOut * self, const gpufan::ReplayItem & item,
         allowed.push_back (lane->id);
     }
     const gpufan::Dispatch d
-        = session.Redispatch (item.seq, item.pts_ns, allowed);
+        = session.Redispatch (item.seq, from, item.pts_ns, allowed);
+    /* it came back meanwhile, a flush forgot it, or the thread that took
+     * over the lane it was sent to sends it on */
     if (d.status == gpufan::DispatchStatus::kGone)
-      return true; /* it came back meanwhile, or a flush forgot it */
+      return true;
     if (d.status != gpufan::DispatchStatus::kOk)
       return false;
     LanePtr target = find_lane (self, d.lane);
@@ -56,8 +58,10 @@ send_again (GstGpuFanOut * self, const gpufan::ReplayItem & item,
           item.seq, d.lane);
       return true;
     }
-    /* it passed a later event or stopped meanwhile: another lane */
+    /* it passed a later event or stopped meanwhile: another lane; the item
+     * is that lane's now */
     refused.push_back (d.lane);
+    from = d.lane;
   }
 }
 
@@ -76,39 +80,72 @@ find_copy_unlocked (GstGpuFanOutPrivate * priv, guint64 seq)
   return copy;
 }
 
+/* The chain function decided about @seq (kept in @copy, or not): takes the
+ * orphan of that seq, if a failed lane left one. Call with replay_lock
+ * held. */
+static bool
+take_orphan_unlocked (GstGpuFanOutPrivate * priv, guint64 seq,
+    ReplayOrphan * orphan)
+{
+  priv->replay_decided_through = seq + 1;
+  auto & orphans = priv->replay_orphans;
+  auto it = std::find_if (orphans.begin (), orphans.end (),
+      [seq] (const ReplayOrphan & o) { return o.item.seq == seq; });
+  if (it == orphans.end ())
+    return false;
+  *orphan = *it;
+  orphans.erase (it);
+  return true;
+}
+
 void
 fanout::replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
     ItemKind kind, guint32 caps_epoch, gint64 pts)
 {
   GstGpuFanOutPrivate * priv = self->priv;
-  /* asked before the lock: the Session's is a leaf lock too */
-  const guint64 released = priv->session->ReleasedThrough ();
   ReplayCopy copy{ seq, gst_mini_object_ref (obj), kind, caps_epoch, pts };
+  ReplayOrphan orphan;
+  bool orphaned;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
+    priv->replay_copies.push_back (copy);
+    orphaned = take_orphan_unlocked (priv, seq, &orphan);
+  }
+  /* its lane failed between its dispatch and now: it goes again from here */
+  if (orphaned && !send_again (self, orphan.lane, orphan.item, copy))
+    priv->session->GiveUpReplay (orphan.lane, seq);
+}
+
+void
+fanout::replay_not_kept (GstGpuFanOut * self, guint64 seq)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  ReplayOrphan orphan;
+  bool orphaned;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
+    orphaned = take_orphan_unlocked (priv, seq, &orphan);
+  }
+  if (orphaned)
+    priv->session->GiveUpReplay (orphan.lane, seq);
+}
+
+void
+fanout::replay_release (GstGpuFanOut * self, guint64 released_through)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
   std::vector<GstMiniObject *> gone;
-  bool orphan = false;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
     auto & copies = priv->replay_copies;
-    while (!copies.empty () && copies.front ().seq < released) {
+    while (!copies.empty () && copies.front ().seq < released_through) {
       gone.push_back (copies.front ().obj);
       copies.pop_front ();
     }
-    copies.push_back (copy);
-    priv->replay_last_kept = seq;
-    priv->replay_any_kept = true;
-    auto & orphans = priv->replay_orphans;
-    auto it = std::find_if (orphans.begin (), orphans.end (),
-        [seq] (const gpufan::ReplayItem & i) { return i.seq == seq; });
-    if (it != orphans.end ()) {
-      orphan = true;
-      orphans.erase (it);
-    }
   }
+  /* outside the lock: a buffer going back to its pool may wake upstream */
   for (GstMiniObject * o : gone)
     gst_mini_object_unref (o);
-  /* its lane failed between its dispatch and now: it goes again from here */
-  if (orphan && !send_again (self, gpufan::ReplayItem{ seq, pts }, copy))
-    priv->session->GiveUpReplay (gpufan::kNoLane, seq);
 }
 
 void
@@ -120,7 +157,7 @@ fanout::replay_forget (GstGpuFanOut * self)
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
     copies.swap (priv->replay_copies);
     priv->replay_orphans.clear ();
-    priv->replay_any_kept = false;
+    priv->replay_decided_through = 0;
   }
   for (const ReplayCopy & c : copies)
     gst_mini_object_unref (c.obj);
@@ -132,6 +169,7 @@ fanout::replay_lane (GstGpuFanOut * self, guint id, guint * lost)
   GstGpuFanOutPrivate * priv = self->priv;
   guint sent = 0;
   *lost = 0;
+  priv->replay_orphans_possible = true;
   for (const gpufan::ReplayItem & item :
       priv->session->FailLaneForReplay (id)) {
     ReplayCopy copy;
@@ -139,10 +177,10 @@ fanout::replay_lane (GstGpuFanOut * self, guint id, guint * lost)
     {
       std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
       copy = find_copy_unlocked (priv, item.seq);
-      /* dispatched, its copy not kept yet: the chain function sends it */
-      if (!copy.obj
-          && (!priv->replay_any_kept || item.seq > priv->replay_last_kept)) {
-        priv->replay_orphans.push_back (item);
+      /* dispatched, and the chain function has not said yet whether it
+       * keeps it: it sends it on (or gives it up) when it does */
+      if (!copy.obj && item.seq >= priv->replay_decided_through) {
+        priv->replay_orphans.push_back (ReplayOrphan{ id, item });
         orphan = true;
       }
     }
@@ -150,8 +188,8 @@ fanout::replay_lane (GstGpuFanOut * self, guint id, guint * lost)
       sent++;
       continue;
     }
-    /* kept since before a switch to replay: not kept */
-    const bool ok = copy.obj && send_again (self, item, copy);
+    /* no copy: dispatched while replay was off */
+    const bool ok = copy.obj && send_again (self, id, item, copy);
     if (copy.obj)
       gst_mini_object_unref (copy.obj);
     if (ok) {

@@ -206,6 +206,11 @@ bool ReorderWindow::IsPending(uint64_t seq) const {
          it->state == SlotState::kPending;
 }
 
+uint32_t ReorderWindow::SlotLane(uint64_t seq) const {
+  auto it = LowerBound(slots_, seq);
+  return it != slots_.end() && it->seq == seq ? it->lane : kNoLane;
+}
+
 bool ReorderWindow::IsOpen(uint64_t seq) const {
   auto it = LowerBound(slots_, seq);
   return it != slots_.end() && it->seq == seq;

@@ -17,6 +17,9 @@ namespace {
 // wake-up anyway).
 constexpr int64_t kPolicyTurnResolutionNs = 20'000;
 constexpr size_t kEventPositionsKept = 64;
+// Markers behind replayed items still on their way (Lane::replay_markers):
+// far more than a lane has in flight.
+constexpr size_t kReplayMarkersKept = 256;
 
 }  // namespace
 
@@ -371,6 +374,11 @@ bool Session::OnPushedUnlocked(Lane& l, uint64_t seq, PushOutcome outcome) {
   // behind it proves it dropped if the branch drops it.
   if (it->awaited && outcome == PushOutcome::kDelivered) {
     l.counters.markers++;
+    if (it->replayed) {
+      l.replay_markers.push_back(seq);
+      while (l.replay_markers.size() > kReplayMarkersKept)
+        l.replay_markers.pop_front();
+    }
     return true;
   }
   const Outstanding item = *it;

@@ -72,7 +72,7 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
         }
       }
       // Each lane is FIFO: what comes out first is the oldest item (a
-      // replayed one was pushed behind the lane's queue).
+      // replayed one was queued out of the lane's order).
       if (match == fifo.end())
         match = std::find_if(fifo.begin(), fifo.end(),
                              [](const Outstanding& o) { return !o.replayed; });

@@ -126,6 +126,20 @@ void Session::ProveLaneUnlocked(uint32_t lane, uint64_t seq) {
   if (!l)
     return;
   HeardFromUnlocked(*l);
+  // Behind a replayed item: it was queued ahead of the lane's own items, so
+  // the marker proves only it.
+  auto marker =
+      std::find(l->replay_markers.begin(), l->replay_markers.end(), seq);
+  if (marker != l->replay_markers.end()) {
+    l->replay_markers.erase(marker);
+    auto it = FindOutstandingUnlocked(*l, seq);
+    if (it != l->outstanding.end()) {
+      const Outstanding item = *it;
+      l->outstanding.erase(it);
+      DropOutstandingUnlocked(*l, item, false);
+    }
+    return;
+  }
   // The marker followed item `seq` on the FIFO lane: what was pushed before
   // it and is still outstanding was dropped by the branch.
   auto& fifo = l->outstanding;

@@ -41,9 +41,12 @@ void Session::TakeReadyAndUnlock(std::unique_lock<Mutex>& lock,
   stalled.swap(stalls_to_announce_);
   const bool drained = drain_to_announce_;
   drain_to_announce_ = false;
+  std::optional<uint64_t> released_through;
+  if (!batch->items.empty())
+    released_through = window_.released_through();
   UnlockAndNotifyAdmit(lock);
-  if (!stalled.empty() || drained)
-    AnnounceStalls(std::move(stalled), drained);
+  if (!stalled.empty() || drained || released_through)
+    Announce(std::move(stalled), drained, released_through);
 }
 
 void Session::SetStallListener(std::function<void(uint32_t lane)> listener) {
@@ -56,16 +59,23 @@ void Session::SetDrainListener(std::function<void()> listener) {
   drain_listener_ = std::move(listener);
 }
 
-void Session::AnnounceStalls(std::vector<uint32_t> lanes, bool drained) {
+void Session::SetReleaseListener(std::function<void(uint64_t)> listener) {
+  std::lock_guard<Mutex> lock(listener_mutex_);
+  release_listener_ = std::move(listener);
+}
+
+void Session::Announce(std::vector<uint32_t> lanes, bool drained,
+                       std::optional<uint64_t> released_through) {
   std::lock_guard<Mutex> lock(listener_mutex_);
   if (stall_listener_) {
     for (uint32_t lane : lanes)
       stall_listener_(lane);
   }
+  if (released_through && release_listener_)
+    release_listener_(*released_through);
   if (drained && drain_listener_)
     drain_listener_();
 }
-
 
 void Session::TakeReadyUnlocked(ReadyBatch *batch) {
   const int64_t now = clock_->NowNs();

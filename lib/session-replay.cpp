@@ -16,7 +16,12 @@ std::vector<ReplayItem> Session::FailLaneForReplay(uint32_t lane) {
     return out;
   l->failed = true;
   for (const Outstanding& item : l->outstanding) {
-    if (item.awaited && window_.IsPending(item.seq)) {
+    const bool in_push = l->in_push && l->pushing_seq == item.seq;
+    if (in_push && item.replayed) {
+      // Its push failed on a second lane: the frame, not the lanes, is
+      // likely what fails.
+      DropOutstandingUnlocked(*l, item, /*failed=*/true);
+    } else if (item.awaited && window_.IsPending(item.seq)) {
       out.push_back(ReplayItem{item.seq, item.pts_ns});
       // Waiting since before the failure: it gets a whole stall timeout on
       // its next lane (Redispatch moves it there).
@@ -59,21 +64,23 @@ uint32_t Session::PickReplayLaneUnlocked(const std::vector<uint32_t>& allowed) {
   return best;
 }
 
-Dispatch Session::Redispatch(uint64_t seq, int64_t pts_ns,
+Dispatch Session::Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
                              const std::vector<uint32_t>& allowed) {
   std::lock_guard<Mutex> lock(mutex_);
   if (flushing_)
     return Dispatch{DispatchStatus::kFlushing};
-  if (!window_.IsPending(seq))
+  // The slot's lane says who holds it: another thread that took it over
+  // (its new lane failed too) sends it on, not this one.
+  if (!window_.IsPending(seq) || window_.SlotLane(seq) != from_lane)
     return Dispatch{DispatchStatus::kGone};
   // Sent again already, to a lane that could not queue it: it moves.
-  for (auto& [id, l] : lanes_) {
-    auto it = FindOutstandingUnlocked(l, seq);
-    if (it != l.outstanding.end()) {
-      l.outstanding.erase(it);
-      if (l.queued > 0)
-        l.queued--;
-      l.counters.replayed--;
+  if (Lane *from = FindLaneUnlocked(from_lane)) {
+    auto it = FindOutstandingUnlocked(*from, seq);
+    if (it != from->outstanding.end()) {
+      from->outstanding.erase(it);
+      if (from->queued > 0)
+        from->queued--;
+      from->counters.replayed--;
     }
   }
   const uint32_t lane_id = PickReplayLaneUnlocked(allowed);
@@ -127,6 +134,11 @@ bool Session::IsLaneFailed(uint32_t lane) const {
 uint64_t Session::ReleasedThrough() const {
   std::lock_guard<Mutex> lock(mutex_);
   return window_.released_through();
+}
+
+uint64_t Session::NextSeq() const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return next_seq_;
 }
 
 }  // namespace gpufan

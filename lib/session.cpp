@@ -252,6 +252,7 @@ void Session::Reset() {
   for (auto& [id, l] : lanes_) {
     l.outstanding.clear();
     l.expired.clear();
+    l.replay_markers.clear();
     l.queued = 0;
     // Idle time across the flush is not service time.
     l.last_completion_ns = kNoTime;

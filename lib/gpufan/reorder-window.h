@@ -86,6 +86,8 @@ class GPUFAN_API ReorderWindow {
   // Returns false if the slot is not pending.
   bool Reassign(uint64_t seq, uint32_t lane, int64_t now_ns);
   bool IsPending(uint64_t seq) const;
+  // The lane of the slot for `seq` (kNoLane: no such slot).
+  uint32_t SlotLane(uint64_t seq) const;
   // Every seq below it has left the window.
   uint64_t released_through() const { return released_through_; }
   // The head's item made progress (chunk mode: its lane took or returned part

@@ -314,24 +314,29 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Nothing a failed lane returns is accepted (kLate): its items' copies
   // come from the lanes they were sent to again. A lane keeps its FIFO
   // proof (an arrival or a marker proves the items pushed before it
-  // dropped) for the items dispatched to it; a replayed item is pushed
-  // behind whatever the lane had queued, so only its own arrival, a marker
-  // right behind it, its lane's end or the stall timeout settle it.
+  // dropped) for the items dispatched to it; a replayed item is queued
+  // ahead of them (the window waits for it), so only its own arrival, the
+  // marker right behind it (which proves nothing else), its lane's end or
+  // the stall timeout settle it.
   //
   // Takes `lane` out of the stream (as SetLaneFailed(lane, true)) and hands
   // over what it held: each awaited item it has not returned stays pending
   // in the window and is returned, oldest first, for the fan-out to send
   // again (Redispatch or GiveUpReplay, each exactly once). Items nobody
-  // awaits are dropped. A pending head among them gets a fresh stall
-  // timeout.
+  // awaits are dropped. The item inside the lane's push, if it had been
+  // sent again already, failed two lanes: it is given up (counted failed),
+  // so that one bad frame cannot take every lane out. A pending head among
+  // them gets a fresh stall timeout.
   std::vector<ReplayItem> FailLaneForReplay(uint32_t lane);
-  // Sends pending item `seq` again: picks, among `allowed` lanes that take
-  // items, the one expected to finish it soonest (its outstanding items
-  // times its learned service time), records it there past the lane's
-  // queue bound, and moves its window slot to it. Called again for the same
-  // seq (the lane chosen could not queue it), it moves the item. kNoLanes:
-  // no allowed lane takes items; kGone: it is no longer awaited.
-  Dispatch Redispatch(uint64_t seq, int64_t pts_ns,
+  // Sends pending item `seq`, which `from_lane` holds (the failed lane, or
+  // the lane a previous Redispatch of it chose and that could not queue
+  // it), again: picks, among `allowed` lanes that take items, the one
+  // expected to finish it soonest (its outstanding items times its learned
+  // service time), records it there past the lane's queue bound, and moves
+  // its window slot to it. kNoLanes: no allowed lane takes items; kGone: it
+  // is no longer awaited, or no longer `from_lane`'s (another thread sent
+  // it on).
+  Dispatch Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
                       const std::vector<uint32_t>& allowed);
   // The fan-out cannot send item `seq` again (no lane left, or it no longer
   // holds the frame): the item is dropped, counted on `lane` (the lane that
@@ -342,6 +347,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Every item below this seq has left the window (the fan-out may forget
   // what it kept to replay them).
   uint64_t ReleasedThrough() const;
+  // Called, as the stall listener and from the same calls, with
+  // ReleasedThrough() after items left the window.
+  void SetReleaseListener(std::function<void(uint64_t)> listener);
+  // The seq the next dispatched item gets: a lane that starts now has
+  // passed every event placed before it.
+  uint64_t NextSeq() const;
 
   // Releases what may leave now, in order, applying the stall timeout to a
   // pending head. Never blocks.
@@ -413,7 +424,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // Its service time counts this much (SetItemUnits).
     double work_scale = 1.0;
     // Sent again after its first lane failed (Redispatch): it sits in the
-    // FIFO by seq, but was pushed behind what the lane had queued.
+    // FIFO by seq, but was queued ahead of the lane's own items.
     bool replayed = false;
   };
   struct Lane {
@@ -432,6 +443,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
     std::deque<Outstanding> outstanding;  // FIFO, oldest first: ascending seq
+    // Replayed items a marker was asked for (OnPushed) that has not come
+    // back: their marker proves only them (the fan-out queues a replayed
+    // item ahead of the lane's own items). Bounded (kReplayMarkersKept).
+    std::deque<uint64_t> replay_markers;
     // (pts, seq) of recent stall expiries: recognized without their meta.
     std::deque<std::pair<int64_t, uint64_t>> expired;
     uint32_t queued = 0;
@@ -507,8 +522,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
       Lane& lane, uint64_t seq);
   // Settles the first `count` items of lane.outstanding by FIFO order:
   // `taken` (the item that arrived) leaves, the others were pushed before it
-  // and are dropped, except replayed ones (pushed behind what the lane had
-  // queued): only `proven` (the item a marker followed) is dropped of those.
+  // and are dropped, except replayed ones (queued out of the lane's order):
+  // only `proven` (the item a marker followed) is dropped of those.
   void SettleFrontUnlocked(Lane& lane, size_t count,
                            std::optional<uint64_t> proven,
                            std::optional<uint64_t> taken);
@@ -548,8 +563,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Mutex listener_mutex_;
   std::function<void(uint32_t)> stall_listener_;
   std::function<void()> drain_listener_;
+  std::function<void(uint64_t)> release_listener_;
   bool drain_to_announce_ = false;  // see SetDrainListener
-  void AnnounceStalls(std::vector<uint32_t> lanes, bool drained);
+  // After unlocking: the stalled lanes, the drain, and (when items left)
+  // how far the window released.
+  void Announce(std::vector<uint32_t> lanes, bool drained,
+                std::optional<uint64_t> released_through);
   CondVar admit_cv_;   // fan-out waits for room
   CondVar output_cv_;  // fan-in waits for releasable items
   CondVar settle_cv_;  // a lane worker waits for its item (WaitSettled)

@@ -1331,11 +1331,12 @@ namespace {
 
 // ------------------------------------------------------------ lane faults ---
 
-LaneFault::LaneFault(GstElement *element, Kind kind, int64_t at)
+LaneFault::LaneFault(GstElement *element, Kind kind, int64_t at, bool only)
     : element_(GST_ELEMENT(gst_object_ref(element))),
       pad_(gst_element_get_static_pad(element, "src")),
       kind_(kind),
-      at_(at) {
+      at_(at),
+      only_(only) {
   id_ =
       gst_pad_add_probe(pad_, GST_PAD_PROBE_TYPE_BUFFER, Probe, this, nullptr);
 }
@@ -1364,7 +1365,8 @@ GstPadProbeReturn LaneFault::Probe(GstPad *, GstPadProbeInfo *info,
   GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
   const int64_t frame = PtsIndex(GST_BUFFER_PTS(buffer));
   std::unique_lock<std::mutex> lock(self->mutex_);
-  if (frame < self->at_ || self->released_)
+  if (frame < self->at_ || self->released_ ||
+      (self->only_ && frame != self->at_))
     return GST_PAD_PROBE_OK;
   const bool first = self->struck_ < 0;
   if (first)

@@ -411,11 +411,12 @@ class IndexStamper {
 // GST_FLOW_ERROR, as `identity error-after` does; kSilentError:
 // GST_FLOW_ERROR alone; kBlock: the push never returns until Release() (or
 // the destructor: declare it after the pipeline, or Release() before
-// stopping it, so that the pads can deactivate).
+// stopping it, so that the pads can deactivate). With `only`, frame `at`
+// alone fails (a bad frame rather than a bad lane).
 class LaneFault {
  public:
   enum class Kind { kError, kSilentError, kBlock };
-  LaneFault(GstElement *element, Kind kind, int64_t at);
+  LaneFault(GstElement *element, Kind kind, int64_t at, bool only = false);
   ~LaneFault();
   LaneFault(const LaneFault&) = delete;
   LaneFault& operator=(const LaneFault&) = delete;
@@ -432,6 +433,7 @@ class LaneFault {
   gulong id_;
   const Kind kind_;
   const int64_t at_;
+  const bool only_;
   mutable std::mutex mutex_;
   std::condition_variable cond_;
   int64_t struck_ = -1;

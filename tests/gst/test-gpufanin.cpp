@@ -649,7 +649,6 @@ TEST(GpuFaninDrops, DroppedFramesDoNotStallTheOutputAndAreCounted) {
   gst_structure_free(s);
 }
 
-
 // Scenario 22: a lane that stops answering costs a bounded wait; the output
 // continues past its items, which count as timed out. The fan-out's input
 // ended and every item is accounted for, so EOS goes out without waiting

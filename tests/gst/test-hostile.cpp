@@ -181,8 +181,8 @@ TEST(HostileDrops, AnIdleStalledLaneIsReadmittedWhenItsBranchAnswersAgain) {
   EXPECT_FALSE(one.empty()) << "nothing passed the reopened valve";
   passed.insert(passed.end(), one.begin(), one.end());
   std::sort(passed.begin(), passed.end());
-  EXPECT_TRUE(std::includes(passed.begin(), passed.end(), got.begin(),
-                            got.end()))
+  EXPECT_TRUE(
+      std::includes(passed.begin(), passed.end(), got.begin(), got.end()))
       << "a frame came out that no branch let through";
   GstStructure *s = GetStats(p.element("m"));
   ASSERT_NE(s, nullptr);

@@ -716,11 +716,11 @@ TEST_F(SessionTest, AFailedLanesItemsAreSentAgainAndLeaveInOrder) {
   EXPECT_EQ(replay[0].seq, a.seq);
   EXPECT_EQ(replay[1].seq, d.seq);
   // The soonest to finish: lane 2 holds one item, lane 1 two.
-  const Dispatch ra = session_->Redispatch(a.seq, kNoTime, {1, 2});
+  const Dispatch ra = session_->Redispatch(a.seq, 0, kNoTime, {1, 2});
   EXPECT_EQ(ra.status, DispatchStatus::kOk);
   EXPECT_EQ(ra.lane, 2u);
   // Not to a failed lane, even when allowed.
-  const Dispatch rd = session_->Redispatch(d.seq, kNoTime, {0, 1});
+  const Dispatch rd = session_->Redispatch(d.seq, 0, kNoTime, {0, 1});
   EXPECT_EQ(rd.lane, 1u);
   EXPECT_TRUE(session_->MarkStarted(2, a.seq));
   EXPECT_TRUE(session_->MarkStarted(1, d.seq));
@@ -746,24 +746,26 @@ TEST_F(SessionTest, AFailedLanesItemsAreSentAgainAndLeaveInOrder) {
   EXPECT_EQ(b.seq, 1u);
 }
 
-// A marker behind a replayed item proves it and the lane's own items before
-// it dropped, never another replayed item (it may be pushed after); a marker
-// behind one of the lane's own items proves no replayed item.
+// The fan-out queues a replayed item ahead of the lane's own: the marker
+// behind it proves only it, and a marker behind one of the lane's own items
+// proves no replayed item (it may be pushed later).
 TEST_F(SessionTest, MarkersProveReplayedItemsOnlyByTheirOwnMarker) {
   Make(RoundRobin(), 3);
   const Dispatch a = Send(0), b = Send(1), c = Send(2), d = Send(0);
   session_->FailLaneForReplay(0);
-  EXPECT_EQ(session_->Redispatch(d.seq, kNoTime, {1}).lane, 1u);
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(d.seq, 0, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);
   const Dispatch e = Send(1);
-  // Lane 1 holds b, then d, then a (replayed, in that order), then e.
-  session_->ProveLane(1, b.seq);
-  EXPECT_EQ(Take(), (Strings{}));  // a is pending
-  session_->ProveLane(1, e.seq);   // e's marker: a and d may come after it
-  EXPECT_EQ(Take(), (Strings{}));
-  session_->ProveLane(1, d.seq);  // d's marker: a was pushed after d
+  // d goes first, ahead of b: its marker proves d alone.
+  EXPECT_TRUE(session_->MarkStarted(1, d.seq));
+  EXPECT_TRUE(session_->OnPushed(1, d.seq, PushOutcome::kDelivered));
+  session_->ProveLane(1, d.seq);
   session_->Arrive(2, c.seq, kNoTime, P("c"));
+  EXPECT_EQ(Take(), (Strings{}));  // a and b are pending
+  EXPECT_EQ(Lane(session_->Stats(), 1).dropped, 1u);
+  session_->ProveLane(1, e.seq);  // e's marker: b was pushed before e, a not
   EXPECT_EQ(Take(), (Strings{}));
+  EXPECT_EQ(Lane(session_->Stats(), 1).dropped, 3u);
   session_->ProveLane(1, a.seq);
   EXPECT_EQ(Take(), (Strings{"-@0", "-@1", "c@2", "-@3", "-@4"}));
   EXPECT_EQ(Lane(session_->Stats(), 1).dropped, 4u);
@@ -775,15 +777,15 @@ TEST_F(SessionTest, AReplayWithNowhereToGoIsGivenUp) {
   session_->FailLaneForReplay(0);
   session_->FailLaneForReplay(1);
   // Nothing allowed, or only failed lanes: no lane.
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {}).status,
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {}).status,
             DispatchStatus::kNoLanes);
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {0, 1}).status,
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {0, 1}).status,
             DispatchStatus::kNoLanes);
   session_->GiveUpReplay(0, a.seq);
   session_->GiveUpReplay(1, b.seq);
   EXPECT_EQ(Take(), (Strings{"-@0", "-@1"}));
   // Once it left, a replay of it is refused as gone.
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {0, 1}).status,
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {0, 1}).status,
             DispatchStatus::kGone);
   EXPECT_EQ(session_->Stats().in_flight, 0u);
 }
@@ -794,14 +796,47 @@ TEST_F(SessionTest, ARedispatchedItemMoves) {
   Make(RoundRobin(), 3);
   const Dispatch a = Send(0);
   session_->FailLaneForReplay(0);
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {1}).lane, 1u);
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {2}).lane, 2u);
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(a.seq, 1, kNoTime, {2}).lane, 2u);
   SessionStats s = session_->Stats();
   EXPECT_EQ(Lane(s, 1).queued, 0u);
   EXPECT_EQ(Lane(s, 1).replayed, 0u);
   EXPECT_EQ(Lane(s, 2).queued, 1u);
   session_->Arrive(2, a.seq, kNoTime, P("a"));
   EXPECT_EQ(Take(), (Strings{"a@0"}));
+}
+
+// Two threads send one item on: the one whose lane failed under it (B)
+// takes it over; the other (A), whose chosen lane refused it, finds it no
+// longer its own and leaves it be. Nothing goes out twice.
+TEST_F(SessionTest, OnlyTheHolderOfAReplayedItemSendsItOn) {
+  Make(RoundRobin(), 3);
+  const Dispatch a = Send(0);
+  session_->FailLaneForReplay(0);
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);  // A
+  const std::vector<ReplayItem> b = session_->FailLaneForReplay(1);  // B
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(session_->Redispatch(a.seq, 1, kNoTime, {2}).lane, 2u);
+  // A's lane 1 refused it (failed): A tries to move it on.
+  EXPECT_EQ(session_->Redispatch(a.seq, 1, kNoTime, {2}).status,
+            DispatchStatus::kGone);
+  EXPECT_EQ(Lane(session_->Stats(), 2).queued, 1u);
+  session_->Arrive(2, a.seq, kNoTime, P("a"));
+  EXPECT_EQ(Take(), (Strings{"a@0"}));
+}
+
+// A frame whose push fails on the lane it was sent again to is given up:
+// one bad frame must not take every lane out in turn.
+TEST_F(SessionTest, AReplayedItemThatFailsASecondLaneIsGivenUp) {
+  Make(RoundRobin(), 3);
+  const Dispatch a = Send(0);
+  session_->FailLaneForReplay(0);
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);
+  EXPECT_TRUE(session_->MarkStarted(1, a.seq));  // inside lane 1's push
+  EXPECT_TRUE(session_->FailLaneForReplay(1).empty());
+  EXPECT_EQ(Take(), (Strings{"-@0"}));
+  EXPECT_EQ(Lane(session_->Stats(), 1).failed, 1u);
+  EXPECT_EQ(session_->Stats().in_flight, 0u);
 }
 
 // on-stall=replay: a head that waited stall-timeout fails its lane instead
@@ -823,8 +858,8 @@ TEST_F(SessionTest, AStalledLaneFailsAndItsHeadWaitsForItsReplay) {
   const std::vector<ReplayItem> replay = session_->FailLaneForReplay(0);
   ASSERT_EQ(replay.size(), 2u);
   clock_->Advance(90 * kMs);
-  EXPECT_EQ(session_->Redispatch(a.seq, kNoTime, {1}).lane, 1u);
-  EXPECT_EQ(session_->Redispatch(c.seq, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Redispatch(c.seq, 0, kNoTime, {1}).lane, 1u);
   clock_->Advance(90 * kMs);  // the replayed head got a whole timeout
   EXPECT_EQ(Take(), Strings{});
   session_->Arrive(1, a.seq, kNoTime, P("a"));
