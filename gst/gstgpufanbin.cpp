@@ -33,8 +33,9 @@
 #include "config.h"
 #endif
 
-#include "gstgpufanbin.h"
+#include "gstgpufanbin-private.h"
 
+#include <algorithm>
 #include <regex>
 #include <string>
 #include <vector>
@@ -45,16 +46,19 @@
 #include "gstgpufanout.h"
 #include "gstgpufanout-private.h"
 
-GST_DEBUG_CATEGORY_STATIC (gst_gpufan_bin_debug);
+GST_DEBUG_CATEGORY (gst_gpufan_bin_debug);
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
 
 #define DEFAULT_LANES 0
 #define MAX_LANES 64
 
+#define DEFAULT_RESTART_DELAY GST_SECOND
+
 enum {
   BIN_PROP_0,
   BIN_PROP_BRANCH,
   BIN_PROP_LANES,
+  BIN_PROP_RESTART_DELAY,
   BIN_PROP_FIRST_CHILD,
 };
 
@@ -86,21 +90,6 @@ static const ChildProperty child_properties[] = {
 /* The bin's own default: a failing lane leaves, its frames go to the
  * others, the stream goes on. */
 #define DEFAULT_ON_LANE_ERROR_NICK "replay"
-
-struct _GstGpuFanBin {
-  GstBin parent;
-
-  GstElement * fanout;
-  GstElement * fanin;
-
-  /* Guarded by the object lock. */
-  gchar * branch;
-  guint lanes;
-
-  /* The built lanes, between NULL->READY and READY->NULL (state-change
-   * thread only). */
-  std::vector<GstElement *> * branches;
-};
 
 G_DEFINE_TYPE (GstGpuFanBin, gst_gpufan_bin, GST_TYPE_BIN);
 
@@ -188,6 +177,11 @@ gst_gpufan_bin_set_property (GObject * object, guint prop_id,
       self->lanes = g_value_get_uint (value);
       GST_OBJECT_UNLOCK (self);
       break;
+    case BIN_PROP_RESTART_DELAY:
+      GST_OBJECT_LOCK (self);
+      self->restart_delay_ns = g_value_get_uint64 (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
     default:
       if (prop_id >= BIN_PROP_FIRST_CHILD)
         g_object_set_property (G_OBJECT (child_for (self, prop_id)),
@@ -213,6 +207,11 @@ gst_gpufan_bin_get_property (GObject * object, guint prop_id, GValue * value,
     case BIN_PROP_LANES:
       GST_OBJECT_LOCK (self);
       g_value_set_uint (value, self->lanes);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case BIN_PROP_RESTART_DELAY:
+      GST_OBJECT_LOCK (self);
+      g_value_set_uint64 (value, self->restart_delay_ns);
       GST_OBJECT_UNLOCK (self);
       break;
     default:
@@ -392,8 +391,8 @@ caps_ends_as_capsfilters (const std::string & branch)
 }
 
 /* On each lane's bin: its fan-out lane id + 1 (0: not a lane). */
-static GQuark
-lane_id_quark (void)
+GQuark
+fanbin::lane_id_quark (void)
 {
   static GQuark quark = g_quark_from_static_string ("gpufanbin-lane-id");
   return quark;
@@ -401,21 +400,22 @@ lane_id_quark (void)
 
 /* --- building and removing the lanes -------------------------------------- */
 
-/* The device lane `index` was placed on: its GPU ordinal, or -1 for a CPU
- * lane. Read from the fan-out's statistics after its placement (READY). */
-static gint
-placed_gpu (GstGpuFanBin * self, guint index)
+gint
+fanbin::placed_gpu (GstGpuFanBin * self, guint lane_id)
 {
   GstStructure * stats = nullptr;
   g_object_get (self->fanout, "stats", &stats, nullptr);
   gint gpu = -1;
   const GValue * lanes = stats ? gst_structure_get_value (stats, "lanes") : 0;
-  if (lanes && GST_VALUE_HOLDS_ARRAY (lanes)
-      && index < gst_value_array_get_size (lanes)) {
+  for (guint i = 0; lanes && GST_VALUE_HOLDS_ARRAY (lanes)
+       && i < gst_value_array_get_size (lanes);
+       i++) {
     const GstStructure * lane
-        = gst_value_get_structure (gst_value_array_get_value (lanes, index));
+        = gst_value_get_structure (gst_value_array_get_value (lanes, i));
+    guint id = G_MAXUINT;
+    gst_structure_get_uint (lane, "lane", &id);
     const gchar * kind = gst_structure_get_string (lane, "device-kind");
-    if (kind && g_str_equal (kind, "cuda"))
+    if (id == lane_id && kind && g_str_equal (kind, "cuda"))
       gst_structure_get_int (lane, "device-index", &gpu);
   }
   if (stats)
@@ -423,14 +423,59 @@ placed_gpu (GstGpuFanBin * self, guint index)
   return gpu;
 }
 
+bool
+fanbin::branch_for_gpu (const std::string & branch, gint gpu,
+    std::string * bound, std::string * error)
+{
+  return bind_branch_to_device (caps_ends_as_capsfilters (branch), gpu, bound,
+      error);
+}
+
+void
+fanbin::remove_lane (GstGpuFanBin * self, guint lane_id)
+{
+  GstElement * branch = nullptr;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->branches_lock);
+    auto & branches = *self->branches;
+    auto it = std::find_if (branches.begin (), branches.end (),
+        [lane_id] (GstElement * b) {
+          return GPOINTER_TO_UINT (
+                     g_object_get_qdata (G_OBJECT (b), lane_id_quark ()))
+              == lane_id + 1;
+        });
+    if (it == branches.end ())
+      return;
+    branch = *it;
+    branches.erase (it);
+  }
+  GstPad * out = gst_element_get_static_pad (branch, "src");
+  GstPad * to_fanin = out ? gst_pad_get_peer (out) : nullptr;
+  GstPad * in = gst_element_get_static_pad (branch, "sink");
+  GstPad * from_fanout = in ? gst_pad_get_peer (in) : nullptr;
+  gst_element_set_state (branch, GST_STATE_NULL);
+  gst_bin_remove (GST_BIN (self), branch);
+  if (from_fanout)
+    gst_element_release_request_pad (self->fanout, from_fanout);
+  if (to_fanin)
+    gst_element_release_request_pad (self->fanin, to_fanin);
+  for (GstPad * pad : { out, to_fanin, in, from_fanout })
+    if (pad)
+      gst_object_unref (pad);
+}
+
 static void
 remove_lanes (GstGpuFanBin * self)
 {
-  for (GstElement * branch : *self->branches) {
+  std::vector<GstElement *> branches;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->branches_lock);
+    branches.swap (*self->branches);
+  }
+  for (GstElement * branch : branches) {
     gst_element_set_state (branch, GST_STATE_NULL);
     gst_bin_remove (GST_BIN (self), branch);
   }
-  self->branches->clear ();
   /* Our request pads, in the children's order of creation. */
   for (GstElement * child : { self->fanout, self->fanin }) {
     GList * pads = nullptr;
@@ -445,6 +490,62 @@ remove_lanes (GstGpuFanBin * self)
       gst_element_release_request_pad (child, GST_PAD (l->data));
     g_list_free_full (pads, gst_object_unref);
   }
+}
+
+GstElement *
+fanbin::make_lane_branch (const std::string & bound, guint lane_id,
+    std::string * error)
+{
+  GError * err = nullptr;
+  GstElement * lane = gst_parse_bin_from_description_full (bound.c_str (), TRUE,
+      nullptr, GST_PARSE_FLAG_FATAL_ERRORS, &err);
+  if (!lane) {
+    *error = std::string ("Bad branch description: ")
+        + (err ? err->message : "unknown error");
+    g_clear_error (&err);
+    return nullptr;
+  }
+  GstPad * in = gst_element_get_static_pad (lane, "sink");
+  GstPad * out = gst_element_get_static_pad (lane, "src");
+  const bool ends = in && out;
+  if (!ends)
+    *error = std::string ("The branch needs one unlinked input "
+                          "and one unlinked output (it has ")
+        + (in ? "" : "no input") + (!in && !out ? " and " : "")
+        + (out ? "" : "no output") + ")";
+  g_clear_object (&in);
+  g_clear_object (&out);
+  if (!ends) {
+    gst_object_unref (gst_object_ref_sink (lane));
+    return nullptr;
+  }
+  gchar * name = g_strdup_printf ("lane%u", lane_id);
+  gst_object_set_name (GST_OBJECT (lane), name);
+  g_free (name);
+  g_object_set_qdata (G_OBJECT (lane), lane_id_quark (),
+      GUINT_TO_POINTER (lane_id + 1));
+  return lane;
+}
+
+gboolean
+fanbin::add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
+    GstPad * to_fanin, bool sync_state)
+{
+  gst_bin_add (GST_BIN (self), lane);
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->branches_lock);
+    self->branches->push_back (lane);
+  }
+  GstPad * in = gst_element_get_static_pad (lane, "sink");
+  GstPad * out = gst_element_get_static_pad (lane, "src");
+  bool linked = gst_pad_link (out, to_fanin) == GST_PAD_LINK_OK;
+  /* in the bin's state before the fan-out can push into it */
+  if (linked && sync_state)
+    linked = gst_element_sync_state_with_parent (lane);
+  linked = linked && gst_pad_link (from_fanout, in) == GST_PAD_LINK_OK;
+  gst_object_unref (in);
+  gst_object_unref (out);
+  return linked;
 }
 
 #define BRANCH_ERROR(self, text, detail)                                       \
@@ -487,10 +588,11 @@ build_lanes (GstGpuFanBin * self)
       != GST_STATE_CHANGE_FAILURE; /* the fan-out posted why */
 
   for (guint i = 0; ok && i < count; i++) {
-    const gint gpu = placed_gpu (self, i);
+    guint lane_id = 0;
+    g_object_get (outs[i], "lane", &lane_id, nullptr);
+    const gint gpu = fanbin::placed_gpu (self, lane_id);
     std::string bound;
-    if (!bind_branch_to_device (caps_ends_as_capsfilters (branch), gpu, &bound,
-            &error)) {
+    if (!fanbin::branch_for_gpu (branch, gpu, &bound, &error)) {
       BRANCH_ERROR (self,
           "Lane " + std::to_string (i) + " ("
               + (gpu >= 0 ? "GPU " + std::to_string (gpu) : std::string ("CPU"))
@@ -502,51 +604,18 @@ build_lanes (GstGpuFanBin * self)
     if (bound != branch)
       GST_DEBUG_OBJECT (self, "lane %u on GPU %d runs \"%s\"", i, gpu,
           bound.c_str ());
-    GError * err = nullptr;
-    GstElement * lane = gst_parse_bin_from_description_full (bound.c_str (),
-        TRUE, nullptr, GST_PARSE_FLAG_FATAL_ERRORS, &err);
+    GstElement * lane = fanbin::make_lane_branch (bound, lane_id, &error);
     if (!lane) {
-      BRANCH_ERROR (self,
-          std::string ("Bad branch description: ")
-              + (err ? err->message : "unknown error"),
-          "branch=\"" + branch + "\"");
-      g_clear_error (&err);
+      BRANCH_ERROR (self, error, "branch=\"" + branch + "\"");
       ok = FALSE;
       break;
     }
-    gchar * name = g_strdup_printf ("lane%u", i);
-    gst_object_set_name (GST_OBJECT (lane), name);
-    g_free (name);
-    GstPad * in = gst_element_get_static_pad (lane, "sink");
-    GstPad * out = gst_element_get_static_pad (lane, "src");
-    if (!in || !out) {
-      BRANCH_ERROR (self,
-          std::string ("The branch needs one unlinked input "
-                       "and one unlinked output (it has ")
-              + (in ? "" : "no input") + (!in && !out ? " and " : "")
-              + (out ? "" : "no output") + ")",
-          "branch=\"" + branch + "\"");
-      g_clear_object (&in);
-      g_clear_object (&out);
-      gst_object_unref (gst_object_ref_sink (lane));
-      ok = FALSE;
-      break;
-    }
-    guint lane_id = 0;
-    g_object_get (outs[i], "lane", &lane_id, nullptr);
-    g_object_set_qdata (G_OBJECT (lane), lane_id_quark (),
-        GUINT_TO_POINTER (lane_id + 1));
-    gst_bin_add (GST_BIN (self), lane);
-    self->branches->push_back (lane);
-    if (gst_pad_link (outs[i], in) != GST_PAD_LINK_OK
-        || gst_pad_link (out, ins[i]) != GST_PAD_LINK_OK) {
+    if (!fanbin::add_lane (self, lane, outs[i], ins[i], false)) {
       BRANCH_ERROR (self,
           "Cannot link lane " + std::to_string (i) + "'s branch",
           "branch=\"" + branch + "\"");
       ok = FALSE;
     }
-    gst_object_unref (in);
-    gst_object_unref (out);
   }
   for (GstPad * pad : outs)
     gst_object_unref (pad);
@@ -567,8 +636,20 @@ gst_gpufan_bin_change_state (GstElement * element, GstStateChange transition)
     remove_lanes (self);
     return GST_STATE_CHANGE_FAILURE;
   }
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+    fanbin::recovery_start (self);
+  /* no rebuild begins once the lanes stop (one under way finishes first:
+   * it holds the fan-out's stream lock, which stopping its pad takes) */
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    fanbin::recovery_stop (self);
   GstStateChangeReturn ret = GST_ELEMENT_CLASS (gst_gpufan_bin_parent_class)
                                  ->change_state (element, transition);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY
+      || (transition == GST_STATE_CHANGE_READY_TO_PAUSED
+          && ret == GST_STATE_CHANGE_FAILURE)) {
+    fanbin::recovery_stop (self);
+    fanbin::recovery_join (self);
+  }
   if (transition == GST_STATE_CHANGE_READY_TO_NULL
       || (transition == GST_STATE_CHANGE_NULL_TO_READY
           && ret == GST_STATE_CHANGE_FAILURE)) {
@@ -588,6 +669,15 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
 {
   GstGpuFanBin * self = GST_GPUFAN_BIN (bin);
   GstObject * src = GST_MESSAGE_SRC (message);
+  const GstStructure * s = gst_message_get_structure (message);
+  /* the fan-out took a lane out: build it again (lane-restart-delay) */
+  if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ELEMENT
+      && src == GST_OBJECT_CAST (self->fanout) && s
+      && gst_structure_has_name (s, "gpufan-lane-failed")) {
+    guint lane = 0;
+    if (gst_structure_get_uint (s, "lane", &lane))
+      fanbin::recovery_lane_failed (self, lane);
+  }
   if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ERROR && src) {
     gint action = 0;
     g_object_get (self->fanout, "on-lane-error", &action, nullptr);
@@ -605,7 +695,7 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
       child = parent;
     }
     gpointer lane_id = parent
-        ? g_object_get_qdata (G_OBJECT (child), lane_id_quark ())
+        ? g_object_get_qdata (G_OBJECT (child), fanbin::lane_id_quark ())
         : nullptr;
     if (parent)
       gst_object_unref (parent);
@@ -638,6 +728,8 @@ gst_gpufan_bin_init (GstGpuFanBin * self)
 {
   self->branches = new std::vector<GstElement *> ();
   self->lanes = DEFAULT_LANES;
+  self->restart_delay_ns = DEFAULT_RESTART_DELAY;
+  self->recovery = fanbin::recovery_new ();
   self->fanout = gst_element_factory_make ("gpufanout", "fanout");
   self->fanin = gst_element_factory_make ("gpufanin", "fanin");
   g_assert (self->fanout && self->fanin); /* registered by this plugin */
@@ -661,6 +753,7 @@ static void
 gst_gpufan_bin_finalize (GObject * object)
 {
   GstGpuFanBin * self = GST_GPUFAN_BIN (object);
+  fanbin::recovery_free (self->recovery);
   delete self->branches;
   g_free (self->branch);
   G_OBJECT_CLASS (gst_gpufan_bin_parent_class)->finalize (object);
@@ -711,6 +804,27 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
           0, MAX_LANES, DEFAULT_LANES,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanBin:lane-restart-delay:
+   *
+   * How long after a lane was taken out (on-lane-error or on-stall) a fresh
+   * instance of the branch takes its place, as a new lane on the device a
+   * new lane gets; doubled for each further failure in that place during
+   * the run (up to 60 s, or the delay itself if longer). The failed lane's
+   * elements stay out of the stream (one may be stuck in a push) until the
+   * bin stops. A `gpufan-lane-restored` element message (lane, new-lane,
+   * device, failures, delay) says so. 0: failed lanes stay out until the
+   * next start.
+   */
+  g_object_class_install_property (gobject_class, BIN_PROP_RESTART_DELAY,
+      g_param_spec_uint64 ("lane-restart-delay", "Lane restart delay",
+          "Nanoseconds after a lane failed until a fresh branch takes its "
+          "place (doubled for each further failure there, up to 60 s); 0 = "
+          "never",
+          0, G_MAXUINT64, DEFAULT_RESTART_DELAY,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
 
   /* The children's own properties, under the same names. */
   GObjectClass * fanout_class

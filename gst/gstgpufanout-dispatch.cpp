@@ -145,6 +145,10 @@ enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event,
     guint64 position)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
+    /* a failed lane takes nothing (its worker may be stuck: its queue
+     * would only grow) */
+    if (lane_failed (lane))
+      continue;
     QueuedItem item (GST_MINI_OBJECT_CAST (gst_event_ref (event)), 0,
         ItemKind::kEvent);
     item.position = position;

@@ -484,11 +484,12 @@ GstPadProbeReturn FailSilently(GstPad *, GstPadProbeInfo *info,
                                gpointer counter);
 
 // A pipeline of 4 lanes of `identity name=inject`, round-robin so that each
-// lane gets a quarter of the buffers whatever the machine's speed.
+// lane gets a quarter of the buffers whatever the machine's speed. Failed
+// lanes are not rebuilt unless `settings` says so (lane-restart-delay).
 std::string FourLanes(int buffers, const char *settings = "") {
   return "videotestsrc name=src num-buffers=" + std::to_string(buffers) +
          " ! video/x-raw,width=16,height=16 ! gpufanbin name=bin lanes=4 "
-         "policy=round-robin " +
+         "policy=round-robin lane-restart-delay=0 " +
          settings + " branch=\"identity name=inject\" ! fakesink name=out";
 }
 
@@ -772,6 +773,32 @@ guint LaneFailedField(LaunchedPipeline& p, guint lane, const char *field) {
   return value;
 }
 
+bool IsRestored(GstMessage *m) {
+  return BusLog::IsElementMessage(m, "gpufan-lane-restored");
+}
+
+guint RestoredField(GstMessage *m, const char *field) {
+  guint value = G_MAXUINT;
+  gst_structure_get_uint(gst_message_get_structure(m), field, &value);
+  return value;
+}
+
+// Holds the source at frame `at` until the bus has `n` restored messages
+// (bounded: the test fails rather than hangs).
+struct HoldUntilRestored {
+  LaunchedPipeline *p;
+  int64_t at;
+  size_t n;
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer data) {
+    auto *h = static_cast<HoldUntilRestored *>(data);
+    if (static_cast<int64_t>(
+            GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info))) == h->at)
+      h->p->bus().WaitForCount(IsRestored, h->n, kLongWait);
+    return GST_PAD_PROBE_OK;
+  }
+};
+
 struct InjectedFault {
   guint lane;
   LaneFault::Kind kind;
@@ -782,12 +809,17 @@ struct InjectedFault {
 // leaves once, in order, with no ERROR; each faulty lane posts one
 // lane-failed message and loses nothing, the others post none; what the
 // failed lanes handed over went to the others. Lane `slow_lane` (if any)
-// sleeps 3 ms per frame.
+// sleeps 3 ms per frame. With `restored`, the source waits at 4/5 of the
+// frames until that many failed lanes were rebuilt.
 void ExpectNoFrameLost(int frames, const std::string& settings,
                        const std::vector<InjectedFault>& faults,
-                       int slow_lane = -1) {
+                       int slow_lane = -1, size_t restored = 0) {
   LaunchedPipeline p(FourLanes(frames, settings.c_str()));
   ASSERT_TRUE(p.ok());
+  HoldUntilRestored hold{&p, frames * 4 / 5, restored};
+  if (restored > 0)
+    p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER,
+               HoldUntilRestored::Probe, &hold);
   ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
             GST_STATE_CHANGE_SUCCESS);
   if (slow_lane >= 0) {
@@ -831,6 +863,7 @@ void ExpectNoFrameLost(int frames, const std::string& settings,
   EXPECT_EQ(SumLanesU64(stats, "replayed"), SumLanesU64(stats, "handed-over"));
   EXPECT_EQ(SumLanesU64(stats, "timed-out"), 0u);
   gst_structure_free(stats);
+  EXPECT_EQ(p.bus().Count(IsRestored), restored);
   for (auto& f : injected)
     f->Release();
   ASSERT_TRUE(p.Stop());
@@ -902,13 +935,17 @@ TEST(GpuFanBinReplay, DroppedReplayedFramesAreProvenByTheirMarker) {
 
 // The issue's case: 4 lanes, 5,000 frames; lane 1 errors at frame 200,
 // lane 2 blocks for good at frame 1,000, lane 3 fails silently at frame
-// 3,000. Every frame leaves once, in order, with no ERROR and one
+// 3,000, and each is rebuilt 50 ms later (the source waits for the three
+// at frame 4,000). Every frame leaves once, in order, with no ERROR and one
 // lane-failed message per failure.
 TEST(GpuFanBinReplay, ThreeFailuresInFiveThousandFramesLoseNothing) {
-  ExpectNoFrameLost(5000, "on-stall=replay stall-timeout=500000000",
-                    {{1, LaneFault::Kind::kError, 200},
-                     {2, LaneFault::Kind::kBlock, 1000},
-                     {3, LaneFault::Kind::kSilentError, 3000}});
+  ExpectNoFrameLost(
+      5000,
+      "on-stall=replay stall-timeout=500000000 lane-restart-delay=50000000",
+      {{1, LaneFault::Kind::kError, 200},
+       {2, LaneFault::Kind::kBlock, 1000},
+       {3, LaneFault::Kind::kSilentError, 3000}},
+      -1, 3);
 }
 
 // on-stall=skip (the default) still gives the blocked frame up.
@@ -1099,4 +1136,134 @@ TEST(GpuFanBinReplay, KeptFramesGoBackToABoundedPool) {
   ASSERT_TRUE(p.Stop());
   gst_buffer_pool_set_active(pool, FALSE);
   gst_object_unref(pool);
+}
+
+// ---------------------------------------------- recovery (issue 12, item 4)
+// ---
+
+// Lane 3 fails; 50 ms later a fresh branch takes its place as lane 4 and
+// takes frames; nothing is lost. The next start has four lanes again.
+TEST(GpuFanBinRecovery, AFailedLaneIsRebuiltAndTakesFramesAgain) {
+  constexpr int kBuffers = 1200;
+  LaunchedPipeline p(FourLanes(kBuffers, "lane-restart-delay=50000000"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
+  ASSERT_NE(inject, nullptr);
+  LaneFault fault(inject, LaneFault::Kind::kSilentError, 200);
+  gst_object_unref(inject);
+  HoldUntilRestored hold{&p, 600, 1};
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, HoldUntilRestored::Probe,
+             &hold);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 3), 1u);
+  GstMessage *restored = p.bus().WaitFor(IsRestored, kWait);
+  ASSERT_NE(restored, nullptr);
+  EXPECT_EQ(RestoredField(restored, "lane"), 3u);
+  EXPECT_EQ(RestoredField(restored, "new-lane"), 4u);
+  EXPECT_EQ(RestoredField(restored, "failures"), 1u);
+  guint64 delay = 0;
+  gst_structure_get_uint64(gst_message_get_structure(restored), "delay",
+                           &delay);
+  EXPECT_EQ(delay, 50 * GST_MSECOND);
+  EXPECT_EQ(p.bus().Count(IsRestored), 1u);
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
+  GstStructure *stats = GetStats(p.element("bin"));
+  ASSERT_NE(stats, nullptr);
+  const GstStructure *lane4 = StatsLaneById(stats, 4);
+  ASSERT_NE(lane4, nullptr);
+  EXPECT_GT(StatsU64(lane4, "completed"), 50u) << "held until it was back";
+  gst_structure_free(stats);
+
+  // The next start: the replaced lane is gone, four lanes are left.
+  ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
+            GST_STATE_CHANGE_SUCCESS);
+  // lane0 to lane2, then no lane3 (lane4 stands in its place)
+  EXPECT_EQ(LaneCount(p.element("bin")), 3u);
+  GstStructure *ready = GetStats(p.element("bin"));
+  ASSERT_NE(ready, nullptr);
+  EXPECT_EQ(StatsLaneCount(ready), 4u);
+  EXPECT_EQ(StatsLaneById(ready, 3), nullptr);
+  gst_structure_free(ready);
+  ASSERT_TRUE(p.Stop());
+}
+
+// lane-restart-delay=0: a failed lane stays out.
+TEST(GpuFanBinRecovery, NoRebuildWithADelayOfZero) {
+  LaunchedPipeline p(FourLanes(600));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 1, "inject");
+  ASSERT_NE(inject, nullptr);
+  LaneFault fault(inject, LaneFault::Kind::kSilentError, 100);
+  gst_object_unref(inject);
+  p.Stamp("src", "src");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_EQ(p.bus().Count(IsRestored), 0u);
+  EXPECT_EQ(LaneCount(p.element("bin")), 4u);
+}
+
+// The lane rebuilt in a failed lane's place fails too: the next rebuild in
+// that place waits twice as long.
+TEST(GpuFanBinRecovery, ALaneThatFailsAgainWaitsTwiceAsLong) {
+  constexpr int kBuffers = 1200;
+  LaunchedPipeline p(FourLanes(kBuffers, "lane-restart-delay=20000000"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
+  ASSERT_NE(inject, nullptr);
+  LaneFault first(inject, LaneFault::Kind::kSilentError, 200);
+  gst_object_unref(inject);
+  // At frame 400 the source waits for lane 3's rebuild (lane 4) and makes
+  // it fail from frame 500 on; at frame 800 it waits for lane 4's.
+  struct Second {
+    LaunchedPipeline *p;
+    std::unique_ptr<LaneFault> fault;
+  } second{&p, nullptr};
+  p.AddProbe(
+      "src", "src", GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *s = static_cast<Second *>(data);
+        const guint64 frame =
+            GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info));
+        if (frame == 400 &&
+            s->p->bus().WaitForCount(IsRestored, 1, kLongWait)) {
+          GstElement *lane4 = LaneElement(*s->p, 4, "inject");
+          if (lane4) {
+            s->fault = std::make_unique<LaneFault>(
+                lane4, LaneFault::Kind::kSilentError, 500);
+            gst_object_unref(lane4);
+          }
+        }
+        if (frame == 800)
+          s->p->bus().WaitForCount(IsRestored, 2, kLongWait);
+        return GST_PAD_PROBE_OK;
+      },
+      &second);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  ASSERT_NE(second.fault, nullptr) << "lane 4 was not built";
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  std::vector<GstMessage *> restored;
+  p.bus().Count([&restored](GstMessage *m) {
+    if (IsRestored(m))
+      restored.push_back(m);
+    return false;
+  });
+  ASSERT_EQ(restored.size(), 2u);
+  guint64 delays[2] = {0, 0};
+  for (int i = 0; i < 2; i++)
+    gst_structure_get_uint64(gst_message_get_structure(restored[i]), "delay",
+                             &delays[i]);
+  EXPECT_EQ(RestoredField(restored[0], "lane"), 3u);
+  EXPECT_EQ(RestoredField(restored[0], "failures"), 1u);
+  EXPECT_EQ(delays[0], 20 * GST_MSECOND);
+  EXPECT_EQ(RestoredField(restored[1], "lane"), 4u);
+  EXPECT_EQ(RestoredField(restored[1], "new-lane"), 5u);
+  EXPECT_EQ(RestoredField(restored[1], "failures"), 2u);
+  EXPECT_EQ(delays[1], 40 * GST_MSECOND);
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
+  ASSERT_TRUE(p.Stop());
 }

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufanbin's internals, shared by its source files:
+ *   gstgpufanbin.cpp            the element: properties, building the lanes,
+ *                               states, lane errors
+ *   gstgpufanbin-recovery.cpp   a failed lane's branch built again
+ *                               (lane-restart-delay) */
+#pragma once
+
+#include <gst/gst.h>
+
+#include <string>
+#include <vector>
+
+#include "gpufan/mutex.h"
+#include "gstgpufanbin.h"
+
+GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_bin_debug);
+
+namespace fanbin {
+struct Recovery;
+}
+
+struct _GstGpuFanBin {
+  GstBin parent;
+
+  GstElement * fanout;
+  GstElement * fanin;
+
+  /* Guarded by the object lock. */
+  gchar * branch;
+  guint lanes;
+  guint64 restart_delay_ns; /* lane-restart-delay */
+
+  /* The built lanes, between NULL->READY and READY->NULL: built by the
+   * state change, and by recovery while streaming. */
+  gpufan::Mutex branches_lock;
+  std::vector<GstElement *> * branches;
+
+  fanbin::Recovery * recovery;
+};
+
+namespace fanbin {
+
+/* Marks a lane's branch bin with its lane id + 1. */
+GQuark lane_id_quark (void);
+/* The GPU the fan-out placed lane @lane_id on, -1 for a CPU lane. */
+gint placed_gpu (GstGpuFanBin * self, guint lane_id);
+/* @branch for a lane on @gpu (-1: CPU): caps at its ends as capsfilters,
+ * elements fixed to another GPU swapped for that GPU's factory. */
+bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
+    std::string * error);
+/* A fresh instance of @bound, named and marked as lane @lane_id's, or
+ * nullptr with *error set. */
+GstElement * make_lane_branch (const std::string & bound, guint lane_id,
+    std::string * error);
+/* Adds @lane to the bin and links it, downstream first, and with
+ * @sync_state in the bin's state before the fan-out links to it; FALSE if
+ * a step failed (the lane stays in the bin, removed with the others). */
+gboolean add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
+    GstPad * to_fanin, bool sync_state);
+
+/* Takes lane @lane_id's branch out of the bin and gives its pads back
+ * (READY: no data flows). */
+void remove_lane (GstGpuFanBin * self, guint lane_id);
+
+/* Recovery (gstgpufanbin-recovery.cpp) */
+Recovery * recovery_new (void);
+void recovery_free (Recovery * recovery);
+/* READY->PAUSED: rebuilds may run (a new run: jobs of an earlier one are
+ * void). */
+void recovery_start (GstGpuFanBin * self);
+/* PAUSED->READY, before the children change: pending rebuilds are dropped
+ * and a rebuild in progress stops at its next step; after they changed,
+ * recovery_join waits for the thread and removes the lanes that were
+ * replaced, so that the next run has as many lanes as the first. */
+void recovery_stop (GstGpuFanBin * self);
+void recovery_join (GstGpuFanBin * self);
+/* The fan-out took lane @lane out (gpufan-lane-failed): rebuild it after
+ * lane-restart-delay, doubled for each earlier failure of the lanes that
+ * stood in its place. */
+void recovery_lane_failed (GstGpuFanBin * self, guint lane);
+
+} // namespace fanbin
