@@ -22,6 +22,12 @@
  * meaning); see gpufanout and gpufanin. The branch and the lane count are
  * read at each NULL to READY change.
  *
+ * A lane whose branch fails leaves the stream and the frames it held go to
+ * the other lanes (on-lane-error=replay, the bin's default): the output
+ * keeps every frame, in order. The lane's elements' ERROR messages reach
+ * the application as WARNINGs. After #GstGpuFanBin:lane-restart-delay a
+ * fresh instance of the branch takes the failed lane's place.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 videotestsrc num-buffers=600 ! gpufanbin lanes=2 \

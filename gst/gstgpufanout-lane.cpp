@@ -272,7 +272,7 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
         ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
          "frames it held are lost",
             lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason),
-        ("lane %u: %s; on-lane-error=drop-lane", lane->id, reason));
+        ("lane %u: %s; the frames it held are given up", lane->id, reason));
   gst_element_post_message (GST_ELEMENT_CAST (self),
       gst_message_new_element (GST_OBJECT_CAST (self),
           gst_structure_new ("gpufan-lane-failed", "lane", G_TYPE_UINT,

@@ -503,7 +503,8 @@ void tag_item (GstGpuFanOut * self, const LanePtr & lane, QueuedItem & item);
 /* Tells the Session how the worker's last frame push ended (lane.cpp). */
 void lane_report_push (GstGpuFanOut * self, const LanePtr & lane);
 /* A branch element of lane @id posted an ERROR (gpufanbin saw it): with
- * on-lane-error=drop-lane the lane leaves as if its push had failed. */
+ * on-lane-error drop-lane or replay the lane leaves as if its push had
+ * failed. */
 void fail_lane_on_error (GstGpuFanOut * self, guint id);
 
 /* Replay (gstgpufanout-replay.cpp) */
