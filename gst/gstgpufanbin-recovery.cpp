@@ -55,6 +55,15 @@ recovery_new (void)
 void
 recovery_free (Recovery * recovery)
 {
+  /* stopped and joined by PAUSED->READY; a bin disposed of without it
+   * must not leave the thread running */
+  {
+    std::lock_guard<gpufan::Mutex> lk (recovery->lock);
+    recovery->stopping = true;
+    recovery->cond.notify_all ();
+  }
+  if (recovery->thread.joinable ())
+    recovery->thread.join ();
   delete recovery;
 }
 
@@ -67,18 +76,35 @@ restart_delay (GstGpuFanBin * self)
   return delay;
 }
 
+/* Releases request pad @pad of @element unless it was released already. */
+static void
+give_back_pad (GstElement * element, GstPad * pad)
+{
+  GstElement * parent = pad ? gst_pad_get_parent_element (pad) : nullptr;
+  if (parent == element)
+    gst_element_release_request_pad (element, pad);
+  if (parent)
+    gst_object_unref (parent);
+}
+
 /* Builds a fresh lane in @job's place: under the fan-out's sink stream
  * lock, so that no buffer, serialized event or flush passes the fan-out
- * meanwhile (the new lane sees the stream from a clean point). */
+ * meanwhile (the new lane sees the stream from a clean point). Not once
+ * the input has ended: the new lane would wait for an EOS that has gone
+ * by (a failed lane is back at the next start anyway). */
 static void
 rebuild (GstGpuFanBin * self, const Job & job)
 {
   GstPad * sinkpad = gst_element_get_static_pad (self->fanout, "sink");
   GST_PAD_STREAM_LOCK (sinkpad);
+  GstEvent * eos = gst_pad_get_sticky_event (sinkpad, GST_EVENT_EOS, 0);
+  const bool ended = eos != nullptr;
+  if (eos)
+    gst_event_unref (eos);
   bool go;
   {
     std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
-    go = !self->recovery->stopping;
+    go = !self->recovery->stopping && !ended;
   }
   GST_OBJECT_LOCK (self);
   const std::string branch = self->branch ? self->branch : "";
@@ -91,8 +117,13 @@ rebuild (GstGpuFanBin * self, const Job & job)
   gint gpu = -1;
   std::string bound, error;
   GstElement * lane = nullptr;
-  if (out && in) {
+  const bool requested = out && in;
+  if (requested) {
     g_object_get (out, "lane", &lane_id, nullptr);
+    {
+      std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
+      self->recovery->slot_of[lane_id] = job.slot;
+    }
     gpu = placed_gpu (self, lane_id);
     if (branch_for_gpu (branch, gpu, &bound, &error))
       lane = make_lane_branch (bound, lane_id, &error);
@@ -100,30 +131,42 @@ rebuild (GstGpuFanBin * self, const Job & job)
     error = "no pad for a new lane";
   }
   const bool built = lane && add_lane (self, lane, out, in, true);
-  if (lane && !built)
+  if (lane && !built) {
     error = "cannot link or start the new branch";
+    /* nothing of a lane that did not start stays */
+    remove_lane (self, lane_id);
+  }
   GST_PAD_STREAM_UNLOCK (sinkpad);
   gst_object_unref (sinkpad);
-  /* a request pad nobody linked goes back */
-  if (out && !lane)
-    gst_element_release_request_pad (self->fanout, out);
-  if (in && !lane)
-    gst_element_release_request_pad (self->fanin, in);
+  /* its request pads go back (remove_lane gave back the linked ones) */
+  if (!built) {
+    give_back_pad (self->fanout, out);
+    give_back_pad (self->fanin, in);
+  }
   g_clear_object (&out);
   g_clear_object (&in);
+  bool retry = false;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
+    if (built)
+      self->recovery->replaced.push_back (job.lane);
+    /* the failure to start counts as a failure in this place (its ERROR,
+     * if it posted one, may have scheduled the retry already) */
+    retry = go && !built && requested
+        && std::none_of (self->recovery->jobs.begin (),
+            self->recovery->jobs.end (),
+            [lane_id] (const Job & j) { return j.lane == lane_id; });
+  }
   if (!go)
     return;
 
   if (!built) {
     GST_ELEMENT_WARNING (self, CORE, PAD,
         ("Lane %u could not be built again: %s", job.lane, error.c_str ()),
-        ("lane-restart-delay: the stream goes on without it"));
+        ("lane-restart-delay: tried again later"));
+    if (retry)
+      recovery_lane_failed (self, lane_id);
     return;
-  }
-  {
-    std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
-    self->recovery->slot_of[lane_id] = job.slot;
-    self->recovery->replaced.push_back (job.lane);
   }
   const std::string device
       = gpu >= 0 ? "cuda:" + std::to_string (gpu) : std::string ("cpu");
@@ -156,7 +199,9 @@ recovery_loop (GstGpuFanBin * self)
     const Job job = *next;
     r.jobs.erase (next);
     lk.unlock ();
-    rebuild (self, job);
+    /* lane-restart-delay set to 0 meanwhile: failed lanes stay out */
+    if (restart_delay (self) > 0)
+      rebuild (self, job);
     lk.lock ();
   }
 }

@@ -59,6 +59,8 @@ GST_DEBUG_CATEGORY (gst_gpufan_bin_debug);
 #define MAX_LANES 64
 
 #define DEFAULT_RESTART_DELAY GST_SECOND
+/* a day: far beyond any use, and safe to add to a steady clock */
+#define MAX_RESTART_DELAY (24 * 3600 * GST_SECOND)
 
 enum {
   BIN_PROP_0,
@@ -828,7 +830,7 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
           "Nanoseconds after a lane failed until a fresh branch takes its "
           "place (doubled for each further failure there, up to 60 s); 0 = "
           "never",
-          0, G_MAXUINT64, DEFAULT_RESTART_DELAY,
+          0, MAX_RESTART_DELAY, DEFAULT_RESTART_DELAY,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 

@@ -157,6 +157,25 @@ enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event,
   gst_event_unref (event);
 }
 
+/* A flush goes into every lane but a failed one: that lane takes nothing
+ * more, its branch may be stuck in a push for good (a flush would wait for
+ * it), and gpufanin does not wait for its pad. Takes @event. */
+static gboolean
+forward_flush (GstGpuFanOut * self, GstEvent * event)
+{
+  gboolean res = TRUE, any = FALSE;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    if (lane_failed (lane))
+      continue;
+    const gboolean pushed
+        = gst_pad_push_event (lane->pad, gst_event_ref (event));
+    res = any ? (res || pushed) : pushed;
+    any = TRUE;
+  }
+  gst_event_unref (event);
+  return res;
+}
+
 static gboolean
 gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
@@ -169,10 +188,12 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       std::vector<LanePtr> lanes = snapshot_lanes (self);
       for (const LanePtr & lane : lanes)
         lane_stop (self, lane, LaneState::kFlushing);
-      gboolean res = gst_pad_event_default (pad, parent, event);
-      /* the pushes the lanes were blocked in have returned by now */
+      gboolean res = forward_flush (self, event);
+      /* the pushes the lanes were blocked in have returned by now (not a
+       * failed lane's: it gets no flush, and may be stuck for good) */
       for (const LanePtr & lane : lanes)
-        gst_pad_pause_task (lane->pad);
+        if (!lane_failed (lane))
+          gst_pad_pause_task (lane->pad);
       return res;
     }
     case GST_EVENT_FLUSH_STOP: {
@@ -184,7 +205,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       for (const LanePtr & lane : lanes)
         lane_reset_result (self, lane, false);
       priv->stats_posted = false;
-      gboolean res = gst_pad_event_default (pad, parent, event);
+      gboolean res = forward_flush (self, event);
       priv->session->SetFlushing (false);
       /* only lanes whose pad is still active restart (not during
        * PAUSED->READY) */

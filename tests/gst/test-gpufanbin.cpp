@@ -452,8 +452,13 @@ size_t WarningsFrom(LaunchedPipeline& p, const char *name) {
   });
 }
 
-// A pass-through element that cannot start (READY->PAUSED posts an ERROR).
+// A pass-through element that cannot start (READY->PAUSED posts an ERROR)
+// while g_refuse_start is set.
+std::atomic<bool> g_refuse_start{true};
+
 gboolean CannotStart(GstBaseTransform *trans) {
+  if (!g_refuse_start.load())
+    return TRUE;
   GST_ELEMENT_ERROR(trans, RESOURCE, OPEN_READ, ("cannot open the device"),
                     (nullptr));
   return FALSE;
@@ -1265,5 +1270,99 @@ TEST(GpuFanBinRecovery, ALaneThatFailsAgainWaitsTwiceAsLong) {
   EXPECT_EQ(RestoredField(restored[1], "failures"), 2u);
   EXPECT_EQ(delays[1], 40 * GST_MSECOND);
   EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
+  ASSERT_TRUE(p.Stop());
+}
+
+// The first rebuild cannot start (its element refuses): nothing of it
+// stays, it counts as a failure in that place, and the next try, twice as
+// late, succeeds. The pipeline stops cleanly.
+TEST(GpuFanBinRecovery, ARebuildThatCannotStartIsTriedAgain) {
+  RegisterCannotStart();
+  g_refuse_start = false;
+  constexpr int kBuffers = 1000;
+  LaunchedPipeline p(
+      "videotestsrc name=src num-buffers=" + std::to_string(kBuffers) +
+      " ! video/x-raw,width=16,height=16 ! gpufanbin name=bin lanes=4 "
+      "policy=round-robin lane-restart-delay=20000000 branch=\"identity "
+      "name=inject ! gpufantestcannotstart\" ! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
+  ASSERT_NE(inject, nullptr);
+  LaneFault fault(inject, LaneFault::Kind::kSilentError, 200);
+  gst_object_unref(inject);
+  // At frame 100 every branch built from now on refuses to start; at frame
+  // 600 the source waits for the first rebuild to fail, lets the next one
+  // start, and waits for it.
+  p.AddProbe(
+      "src", "src", GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *pipeline = static_cast<LaunchedPipeline *>(data);
+        const guint64 frame =
+            GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info));
+        if (frame == 100)
+          g_refuse_start = true;
+        if (frame == 600) {
+          pipeline->bus().WaitFor(
+              [](GstMessage *m) {
+                return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+                       BusLog::ErrorText(m).find("could not be built") !=
+                           std::string::npos;
+              },
+              kLongWait);
+          g_refuse_start = false;
+          pipeline->bus().WaitForCount(IsRestored, 1, kLongWait);
+        }
+        return GST_PAD_PROBE_OK;
+      },
+      &p);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  g_refuse_start = true;
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
+  GstMessage *restored = p.bus().WaitFor(IsRestored, kWait);
+  ASSERT_NE(restored, nullptr);
+  EXPECT_EQ(RestoredField(restored, "failures"), 2u);
+  guint64 delay = 0;
+  gst_structure_get_uint64(gst_message_get_structure(restored), "delay",
+                           &delay);
+  EXPECT_EQ(delay, 40 * GST_MSECOND);
+  // Four lanes stream, the failed one stays (until the stop); the lane
+  // that could not start left nothing.
+  GstStructure *stats = GetStats(p.element("bin"));
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(StatsLaneCount(stats), 5u);
+  gst_structure_free(stats);
+  EXPECT_EQ(gst_element_set_state(p.get(), GST_STATE_NULL),
+            GST_STATE_CHANGE_SUCCESS);
+}
+
+// A lane blocked for good fails on its stall (on-stall=replay); a flushing
+// seek then leaves that lane alone (a flush would wait for its push) and
+// completes, and the stream reaches EOS.
+TEST(GpuFanBinReplay, AFlushingSeekPassesAStuckFailedLane) {
+  LaunchedPipeline p(
+      FourLanes(3000, "on-stall=replay stall-timeout=200000000"));
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 2, "inject");
+  ASSERT_NE(inject, nullptr);
+  LaneFault block(inject, LaneFault::Kind::kBlock, 100);
+  gst_object_unref(inject);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  StartPlaying(p);
+  ASSERT_TRUE(p.bus().WaitFor(
+      [](GstMessage *m) {
+        return BusLog::IsElementMessage(m, "gpufan-lane-failed");
+      },
+      kLongWait));
+  EXPECT_TRUE(gst_element_seek_simple(
+      p.get(), GST_FORMAT_TIME, static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH),
+      0));
+  EXPECT_TRUE(out.WaitEvents(GST_EVENT_EOS, 1, kLongWait)) << out.Summary();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_GE(out.Events(GST_EVENT_FLUSH_STOP), 1u);
+  block.Release();
   ASSERT_TRUE(p.Stop());
 }
