@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "gpufan/cuda.h"
+
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 using namespace fanout;
@@ -242,6 +244,31 @@ lane_device (GstGpuFanOut * self, const LanePtr & lane)
   return "?";
 }
 
+/* A failed lane on a GPU: if the GPU shows a sticky CUDA error (its
+ * contexts are unusable until the process ends), no lane of this process
+ * is placed on it again (gpufan::ExcludeGpu). */
+static void
+exclude_gpu_if_broken (GstGpuFanOut * self, const LanePtr & lane)
+{
+  gint ordinal = -1;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+    if (lane->placed && lane->device.kind == gpufan::DeviceKind::kCuda)
+      ordinal = lane->device.index;
+  }
+  if (ordinal < 0 || !gpufan::GpuExclusion (ordinal).empty ())
+    return;
+  const std::string sticky = gpufan::cuda::StickyError (ordinal);
+  if (sticky.empty ())
+    return;
+  gpufan::ExcludeGpu (ordinal, sticky);
+  GST_ELEMENT_WARNING (self, RESOURCE, FAILED,
+      ("GPU %d shows a sticky CUDA error (%s): no lane is placed on it again "
+       "in this process",
+          ordinal, sticky.c_str ()),
+      ("found after lane %u failed", lane->id));
+}
+
 /* The lane's branch failed (@reason: a flow return's name, or "stalled")
  * and the lane was marked failed. It takes no more items (its result stays
  * fatal). With @replay the frames it held go to the other lanes
@@ -257,6 +284,8 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
     replayed = replay_lane (self, lane->id, &lost);
   else
     self->priv->session->SetLaneFailed (lane->id, true);
+  /* before gpufan-lane-failed: a rebuild it leads to must not land there */
+  exclude_gpu_if_broken (self, lane);
 
   const std::string device = lane_device (self, lane);
   if (replay)

@@ -27,6 +27,10 @@ uint64_t FreeMemory(int) {
   throw Error(kNotBuilt);
 }
 
+std::string StickyError(int) {
+  return "";
+}
+
 void RegisterHost(void *, size_t) {
   throw Error(kNotBuilt);
 }

@@ -143,6 +143,50 @@ uint64_t FreeMemory(int ordinal) {
   return free;
 }
 
+std::string StickyError(int ordinal) {
+  // cuda.h's errors after which the context is unusable for good.
+  static constexpr int kSticky[] = {
+      214,  // CUDA_ERROR_ECC_UNCORRECTABLE
+      700,  // CUDA_ERROR_ILLEGAL_ADDRESS
+      714,  // CUDA_ERROR_HARDWARE_STACK_ERROR
+      715,  // CUDA_ERROR_ILLEGAL_INSTRUCTION
+      716,  // CUDA_ERROR_MISALIGNED_ADDRESS
+      717,  // CUDA_ERROR_INVALID_ADDRESS_SPACE
+      718,  // CUDA_ERROR_INVALID_PC
+      719,  // CUDA_ERROR_LAUNCH_FAILED
+  };
+  const Driver *driver = GlobalDriver();
+  if (driver == nullptr)
+    return "";
+  try {
+    const std::shared_ptr<PrimaryContext> context =
+        PrimaryContext::Retain(ordinal);
+    PrimaryContext::ScopedPush push(*context);
+    // A call that does not wait for the device (a hung one must not hang
+    // us): a context in a sticky error answers every call with it.
+    size_t free = 0, total = 0;
+    const CUresult result = driver->cuMemGetInfo_v2(&free, &total);
+    const int code = static_cast<int>(result);
+    if (std::find(std::begin(kSticky), std::end(kSticky), code) ==
+        std::end(kSticky))
+      return "";
+    const char *name = nullptr;
+    const char *text = nullptr;
+    driver->cuGetErrorName(result, &name);
+    driver->cuGetErrorString(result, &text);
+    return std::string(name ? name : "CUDA error") + " (" +
+           std::to_string(code) + "): " + (text ? text : "");
+  } catch (const Error& e) {
+    // A context that cannot even be made current says so with its own
+    // error, and the push fails before the synchronize tells it.
+    const std::string what = e.what();
+    for (int code : kSticky)
+      if (e.code() == code)
+        return what;
+    return "";
+  }
+}
+
 namespace {
 
 // Host memory registered through RegisterHost(), each with the context it was

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <exception>
+#include <map>
+#include <mutex>
 
 namespace gpufan {
 namespace {
@@ -169,10 +171,35 @@ std::string PlacementHints::Describe() const {
   return out.empty() ? "none" : out;
 }
 
+namespace {
+
+std::mutex exclusions_mutex;
+std::map<int, std::string>& Exclusions() {
+  static std::map<int, std::string> exclusions;  // under exclusions_mutex
+  return exclusions;
+}
+
+}  // namespace
+
+void ExcludeGpu(int ordinal, const std::string& why) {
+  std::lock_guard<std::mutex> lock(exclusions_mutex);
+  Exclusions().emplace(ordinal, why);
+}
+
+std::string GpuExclusion(int ordinal) {
+  std::lock_guard<std::mutex> lock(exclusions_mutex);
+  auto it = Exclusions().find(ordinal);
+  return it == Exclusions().end() ? "" : it->second;
+}
+
 std::string IneligibleReason(const Device& device, const PlacementHints& hints,
                              const FreeMemoryFn& free_memory) {
   if (device.kind != DeviceKind::kCuda)
     return "";
+  const std::string excluded = GpuExclusion(device.index);
+  if (!excluded.empty())
+    return "not used again in this process after a sticky CUDA error: " +
+           excluded;
   if (device.cc_major < hints.min_cc_major ||
       (device.cc_major == hints.min_cc_major &&
        device.cc_minor < hints.min_cc_minor))

@@ -23,14 +23,14 @@ SessionConfig Sanitized(SessionConfig config) {
 
 }  // namespace
 
-std::shared_ptr<Session> Session::Create(SessionConfig config,
+std::shared_ptr<Session> Session::Create(const SessionConfig& config,
                                          std::shared_ptr<Clock> clock) {
   if (!clock)
     clock = std::make_shared<SteadyClock>();
   return std::shared_ptr<Session>(new Session(config, std::move(clock)));
 }
 
-Session::Session(SessionConfig config, std::shared_ptr<Clock> clock)
+Session::Session(const SessionConfig& config, std::shared_ptr<Clock> clock)
     : id_(g_next_session_id.fetch_add(1)),
       clock_(std::move(clock)),
       real_time_clock_(dynamic_cast<const SteadyClock *>(clock_.get()) !=

@@ -82,6 +82,15 @@ GPUFAN_API std::vector<Device> Discover(std::string *why_none = nullptr);
 // Throws Error. Thread-safe.
 GPUFAN_API uint64_t FreeMemory(int ordinal);
 
+// Whether GPU `ordinal` shows a sticky error: its primary context answers
+// a call that does not wait for the device (cuMemGetInfo) with an error
+// after which no context on the device works until the process ends (an
+// illegal address, a launch failure, an uncorrectable ECC error, ...). The
+// error's name and text, or "" when the device answers (or there is no
+// driver: nothing to tell). Retains the context for the call. Never
+// throws; never waits for the device. Thread-safe.
+GPUFAN_API std::string StickyError(int ordinal);
+
 // Page-locks `bytes` of existing host memory at `p` for fast, asynchronous
 // copies to any device. The registration is made PORTABLE, so every context
 // sees the memory as pinned, not only the one current at registration: one

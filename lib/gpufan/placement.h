@@ -55,9 +55,18 @@ struct GPUFAN_API PlacementHints {
 // Reads a GPU's free memory in bytes at the time of the call; may throw.
 using FreeMemoryFn = std::function<uint64_t(const Device&)>;
 
+// GPUs found broken in this process (a sticky CUDA error: no context on the
+// device works again until the process ends, see cuda::StickyError): no
+// lane is placed on them again. Process-wide; thread-safe. The first reason
+// given is kept.
+GPUFAN_API void ExcludeGpu(int ordinal, const std::string& why);
+// Why GPU `ordinal` was excluded, or "".
+GPUFAN_API std::string GpuExclusion(int ordinal);
+
 // Why `device` fails the hints, or "" when it is eligible. CPU devices are
-// always eligible (the hints are about GPUs). An exception from
-// `free_memory` makes the device ineligible, with its message as the reason.
+// always eligible (the hints are about GPUs); an excluded GPU (ExcludeGpu)
+// never is. An exception from `free_memory` makes the device ineligible,
+// with its message as the reason.
 GPUFAN_API std::string IneligibleReason(const Device& device,
                                         const PlacementHints& hints,
                                         const FreeMemoryFn& free_memory);

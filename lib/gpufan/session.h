@@ -147,7 +147,7 @@ struct ReadyBatch {
 class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
  public:
   static std::shared_ptr<Session> Create(
-      SessionConfig config = {}, std::shared_ptr<Clock> clock = nullptr);
+      const SessionConfig& config = {}, std::shared_ptr<Clock> clock = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -463,7 +463,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     LaneInfo info;
   };
 
-  Session(SessionConfig config, std::shared_ptr<Clock> clock);
+  Session(const SessionConfig& config, std::shared_ptr<Clock> clock);
 
   // Helpers that expect mutex_ held.
   Arrival ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,

@@ -1366,3 +1366,49 @@ TEST(GpuFanBinReplay, AFlushingSeekPassesAStuckFailedLane) {
   block.Release();
   ASSERT_TRUE(p.Stop());
 }
+
+// Over the stand-in driver only (it can be told to show a sticky error):
+// lane 0 fails on GPU 0, which then shows CUDA_ERROR_ILLEGAL_ADDRESS; GPU 0
+// is excluded for the rest of the process, so the lane rebuilt in its
+// place (lane 2, which devices=auto would put on GPU 0) runs on GPU 1.
+// (Last of its suite: the exclusion outlives it.)
+TEST_F(GpuFanBinFixedGpu, ZzAGpuWithAStickyErrorIsNotUsedAgain) {
+  if (!g_getenv("GPUFAN_LIBCUDA"))
+    GTEST_SKIP() << "needs the stand-in driver to show a sticky error";
+  constexpr int kBuffers = 600;
+  LaunchedPipeline p(
+      "videotestsrc name=src num-buffers=" + std::to_string(kBuffers) +
+      " ! video/x-raw,width=16,height=16 ! gpufanbin name=bin lanes=2 "
+      "devices=auto staging=never policy=round-robin "
+      "lane-restart-delay=20000000 branch=\"identity name=inject\" ! fakesink "
+      "name=out");
+  ASSERT_TRUE(p.ok());
+  GstElement *inject = BuildAndFindInLane(p, 0, "inject");
+  ASSERT_NE(inject, nullptr);
+  ASSERT_EQ(LaneDeviceKind(p.element("bin"), 0), "cuda");
+  LaneFault fault(inject, LaneFault::Kind::kSilentError, 100);
+  gst_object_unref(inject);
+  HoldUntilRestored hold{&p, 300, 1};
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, HoldUntilRestored::Probe,
+             &hold);
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  g_setenv("GPUFAN_FAKE_CUDA_STICKY", "0:700", TRUE);
+  const bool played = p.PlayToEos();
+  g_unsetenv("GPUFAN_FAKE_CUDA_STICKY");
+  ASSERT_TRUE(played) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().Count([](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+           BusLog::ErrorText(m).find("GPU 0 shows a sticky CUDA error") !=
+               std::string::npos;
+  }),
+            1u);
+  GstMessage *restored = p.bus().WaitFor(IsRestored, kWait);
+  ASSERT_NE(restored, nullptr);
+  EXPECT_STREQ(
+      gst_structure_get_string(gst_message_get_structure(restored), "device"),
+      "cuda:1");
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
+  ASSERT_TRUE(p.Stop());
+}

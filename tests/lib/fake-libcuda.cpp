@@ -9,6 +9,7 @@
 // Thread-safety: one mutex around the shared state; the context stack is per
 // thread, as the driver's is.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -247,9 +248,22 @@ FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext *context) {
   return CUDA_SUCCESS;
 }
 
+// $GPUFAN_FAKE_CUDA_STICKY="DEVICE:CODE": that device's contexts answer
+// with CODE, as a device with a sticky error answers every call.
+int StickyCode() {
+  const char *sticky = std::getenv("GPUFAN_FAKE_CUDA_STICKY");
+  int device = -1, code = 0;
+  if (sticky && std::sscanf(sticky, "%d:%d", &device, &code) == 2 &&
+      HasContext() && device == current.back()->device)
+    return code;
+  return 0;
+}
+
 FAKE_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   if (!HasContext())
     return R(kInvalidContext);
+  if (const int sticky = StickyCode())
+    return R(sticky);
   *total = kTotal;
   *free = kTotal - (size_t{1} << 30);
   return CUDA_SUCCESS;

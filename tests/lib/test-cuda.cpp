@@ -492,6 +492,23 @@ TEST(CudaFake, ContextIsRetainedOnceAndReleasedByTheLastHolder) {
   EXPECT_EQ(Fake()->retains(1), 0);
 }
 
+// A device whose context answers with a sticky error is told
+// by name and code; a device that answers, or another error, is not; the
+// context stack is left as found.
+TEST(CudaFake, StickyErrorsAreTold) {
+  REQUIRE_FAKE();
+  EXPECT_EQ(StickyError(1), "");
+  setenv("GPUFAN_FAKE_CUDA_STICKY", "1:700", 1);
+  const std::string sticky = StickyError(1);
+  EXPECT_NE(sticky.find("(700)"), std::string::npos) << sticky;
+  EXPECT_EQ(StickyError(0), "") << "only device 1 is broken";
+  setenv("GPUFAN_FAKE_CUDA_STICKY", "1:2", 1);  // out of memory: not sticky
+  EXPECT_EQ(StickyError(1), "");
+  unsetenv("GPUFAN_FAKE_CUDA_STICKY");
+  EXPECT_EQ(StickyError(7), "") << "no such device: nothing to tell";
+  EXPECT_EQ(Fake()->context_depth(), 0);
+}
+
 TEST(CudaFake, PushesBalance) {
   REQUIRE_FAKE();
   const std::shared_ptr<PrimaryContext> context = PrimaryContext::Retain(0);

@@ -224,5 +224,27 @@ TEST(Placement, HintsDescribeThemselves) {
             "free memory >= 4096 MiB, compute capability >= 8.0, NVDEC");
 }
 
+// A GPU with a sticky error is excluded for the rest of the process:
+// `auto` places on the others, a list naming it fails and says why. (GPUs 4
+// and 5: the exclusion outlives the test.)
+TEST(Placement, AnExcludedGpuIsNeverPlacedOnAgain) {
+  const std::vector<Device> machine = {Gpu(4, 9, 0), Gpu(5, 9, 0),
+                                       Device::Cpu(0)};
+  EXPECT_EQ(GpuExclusion(5), "");
+  EXPECT_EQ(PlaceLane(Spec("auto"), {}, machine, 1, -1, nullptr).device.index,
+            5);
+  ExcludeGpu(5, "CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+  ExcludeGpu(5, "a later reason is not kept");
+  EXPECT_EQ(GpuExclusion(5), "CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+  for (uint32_t lane = 0; lane < 3; lane++)
+    EXPECT_EQ(
+        PlaceLane(Spec("auto"), {}, machine, lane, -1, nullptr).device.index,
+        4);
+  const Placement listed = PlaceLane(Spec("5"), {}, machine, 0, -1, nullptr);
+  EXPECT_FALSE(listed.ok);
+  EXPECT_NE(listed.error.find("sticky CUDA error"), std::string::npos)
+      << listed.error;
+}
+
 }  // namespace
 }  // namespace gpufan

@@ -752,6 +752,7 @@ TEST_F(SessionTest, AFailedLanesItemsAreSentAgainAndLeaveInOrder) {
 TEST_F(SessionTest, MarkersProveReplayedItemsOnlyByTheirOwnMarker) {
   Make(RoundRobin(), 3);
   const Dispatch a = Send(0), b = Send(1), c = Send(2), d = Send(0);
+  EXPECT_EQ(b.seq, 1u);
   session_->FailLaneForReplay(0);
   EXPECT_EQ(session_->Redispatch(d.seq, 0, kNoTime, {1}).lane, 1u);
   EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);
