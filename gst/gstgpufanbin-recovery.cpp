@@ -76,6 +76,8 @@ restart_delay (GstGpuFanBin * self)
   return delay;
 }
 
+static void schedule (GstGpuFanBin * self, guint lane, guint slot);
+
 /* Releases request pad @pad of @element unless it was released already. */
 static void
 give_back_pad (GstElement * element, GstPad * pad)
@@ -109,8 +111,10 @@ rebuild (GstGpuFanBin * self, const Job & job)
   GST_OBJECT_LOCK (self);
   const std::string branch = self->branch ? self->branch : "";
   GST_OBJECT_UNLOCK (self);
-  GstPad * out
-      = go ? gst_element_request_pad_simple (self->fanout, "src_%u") : nullptr;
+  /* on the failed lane's device, even where `devices` lists fewer lanes */
+  GstPad * out = go
+      ? fanout::request_lane_like (GST_GPUFAN_OUT (self->fanout), job.lane)
+      : nullptr;
   GstPad * in
       = out ? gst_element_request_pad_simple (self->fanin, "sink_%u") : nullptr;
   guint lane_id = 0;
@@ -145,17 +149,21 @@ rebuild (GstGpuFanBin * self, const Job & job)
   }
   g_clear_object (&out);
   g_clear_object (&in);
-  bool retry = false;
+  /* a branch that did not start (not one that cannot be made at all) is
+   * tried again, in the same place, for the same failed lane */
+  const bool retry = go && lane && !built;
   {
     std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
+    Recovery & r = *self->recovery;
     if (built)
-      self->recovery->replaced.push_back (job.lane);
-    /* the failure to start counts as a failure in this place (its ERROR,
-     * if it posted one, may have scheduled the retry already) */
-    retry = go && !built && requested
-        && std::none_of (self->recovery->jobs.begin (),
-            self->recovery->jobs.end (),
-            [lane_id] (const Job & j) { return j.lane == lane_id; });
+      r.replaced.push_back (job.lane);
+    /* the lane that did not start may have posted its own failure: the
+     * retry below stands for it (and counts it) */
+    const auto own = std::remove_if (r.jobs.begin (), r.jobs.end (),
+        [lane_id, requested] (
+            const Job & j) { return requested && j.lane == lane_id; });
+    r.failures[job.slot] -= static_cast<guint> (r.jobs.end () - own);
+    r.jobs.erase (own, r.jobs.end ());
   }
   if (!go)
     return;
@@ -163,9 +171,9 @@ rebuild (GstGpuFanBin * self, const Job & job)
   if (!built) {
     GST_ELEMENT_WARNING (self, CORE, PAD,
         ("Lane %u could not be built again: %s", job.lane, error.c_str ()),
-        ("lane-restart-delay: tried again later"));
+        ("lane-restart-delay: %s", retry ? "tried again later" : "not again"));
     if (retry)
-      recovery_lane_failed (self, lane_id);
+      schedule (self, job.lane, job.slot);
     return;
   }
   const std::string device
@@ -253,6 +261,20 @@ recovery_join (GstGpuFanBin * self)
 void
 recovery_lane_failed (GstGpuFanBin * self, guint lane)
 {
+  guint slot;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
+    auto it = self->recovery->slot_of.find (lane);
+    slot = it != self->recovery->slot_of.end () ? it->second : lane;
+  }
+  schedule (self, lane, slot);
+}
+
+/* Rebuilds failed lane @lane, of place @slot, after the delay due to the
+ * place's failures so far (this one included). */
+static void
+schedule (GstGpuFanBin * self, guint lane, guint slot)
+{
   const guint64 base = restart_delay (self);
   if (base == 0)
     return;
@@ -260,10 +282,9 @@ recovery_lane_failed (GstGpuFanBin * self, guint lane)
   std::lock_guard<gpufan::Mutex> lk (r.lock);
   if (r.stopping)
     return;
-  auto slot = r.slot_of.find (lane);
   Job job;
   job.lane = lane;
-  job.slot = slot != r.slot_of.end () ? slot->second : lane;
+  job.slot = slot;
   job.failures = ++r.failures[job.slot];
   job.delay_ns = base;
   for (guint i = 1; i < job.failures && job.delay_ns < kMaxRestartDelayNs; i++)

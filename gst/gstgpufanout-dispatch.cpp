@@ -157,15 +157,26 @@ enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event,
   gst_event_unref (event);
 }
 
-/* A flush goes into every lane but a failed one: that lane takes nothing
- * more, its branch may be stuck in a push for good (a flush would wait for
- * it), and gpufanin does not wait for its pad. Takes @event. */
+/* A flush goes into every lane but one that had failed when it began: that
+ * lane takes nothing more, and its branch may be stuck in a push for good
+ * (a flush would wait for it); gpufanin's pad for it never starts flushing.
+ * A lane that got the FLUSH_START gets the FLUSH_STOP. Takes @event. */
 static gboolean
 forward_flush (GstGpuFanOut * self, GstEvent * event)
 {
+  const bool start = GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_START;
   gboolean res = TRUE, any = FALSE;
   for (const LanePtr & lane : snapshot_lanes (self)) {
-    if (lane_failed (lane))
+    bool send;
+    {
+      std::lock_guard<gpufan::Mutex> lk (lane->lock);
+      if (start)
+        lane->flush_started = !lane->failed;
+      send = lane->flush_started;
+      if (!start)
+        lane->flush_started = false;
+    }
+    if (!send)
       continue;
     const gboolean pushed
         = gst_pad_push_event (lane->pad, gst_event_ref (event));
@@ -191,9 +202,13 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       gboolean res = forward_flush (self, event);
       /* the pushes the lanes were blocked in have returned by now (not a
        * failed lane's: it gets no flush, and may be stuck for good) */
-      for (const LanePtr & lane : lanes)
-        if (!lane_failed (lane))
+      for (const LanePtr & lane : lanes) {
+        std::unique_lock<gpufan::Mutex> lk (lane->lock);
+        const bool flushed = lane->flush_started;
+        lk.unlock ();
+        if (flushed)
           gst_pad_pause_task (lane->pad);
+      }
       return res;
     }
     case GST_EVENT_FLUSH_STOP: {

@@ -284,8 +284,10 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
     replayed = replay_lane (self, lane->id, &lost);
   else
     self->priv->session->SetLaneFailed (lane->id, true);
-  /* before gpufan-lane-failed: a rebuild it leads to must not land there */
-  exclude_gpu_if_broken (self, lane);
+  /* before gpufan-lane-failed: a rebuild it leads to must not land there.
+   * Not after a stall: a hung GPU could hang the question too. */
+  if (!g_str_equal (reason, "stalled"))
+    exclude_gpu_if_broken (self, lane);
 
   const std::string device = lane_device (self, lane);
   if (replay)

@@ -95,8 +95,14 @@ fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
     if (lane->placed)
       return TRUE;
   }
-  gpufan::Placement placement
-      = compute_placement (self, lane->id, pad_device (lane->pad));
+  std::optional<gpufan::Device> like;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+    like.swap (self->priv->next_lane_device);
+  }
+  gpufan::Placement placement = like
+      ? gpufan::Placement{ true, *like, "" }
+      : compute_placement (self, lane->id, pad_device (lane->pad));
   if (!placement.ok) {
     *error = placement.error;
     return FALSE;
@@ -331,4 +337,39 @@ fanout::set_device_setting (GstGpuFanOut * self, guint prop_id,
     priv->settings_errors[prop_id] = error;
     GST_WARNING_OBJECT (self, "%s", error.c_str ());
   }
+}
+
+GstPad *
+fanout::request_lane_like (GstGpuFanOut * self, guint like)
+{
+  gpufan::Device device;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+    auto it = self->priv->lanes.find (like);
+    if (it == self->priv->lanes.end () || !it->second->placed)
+      return nullptr;
+    device = it->second->device;
+  }
+  if (device.kind == gpufan::DeviceKind::kCuda
+      && !gpufan::GpuExclusion (device.index).empty ()) {
+    gpufan::PlacementHints hints;
+    {
+      std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
+      hints = self->priv->hints;
+    }
+    gpufan::Placement other = gpufan::PlaceLane (gpufan::DeviceSpec (), hints,
+        gst_gpufan_device_registry ().devices (), like, -1,
+        gst_gpufan_device_free_memory);
+    if (!other.ok)
+      return nullptr;
+    device = other.device;
+  }
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+    self->priv->next_lane_device = device;
+  }
+  GstPad * pad = gst_element_request_pad_simple (GST_ELEMENT (self), "src_%u");
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+  self->priv->next_lane_device.reset ();
+  return pad;
 }

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,10 @@ struct Lane {
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   guint link_generation = 0;
+  /* The stream's FLUSH_START went into this lane (it had not failed): its
+   * FLUSH_STOP goes there too, even if it failed meanwhile, or gpufanin's
+   * pad would stay flushing. */
+  bool flush_started = false;
   /* The latest place among the serialized events the worker took (their
    * position): an item sent again from a failed lane must precede what
    * came after it, so only a lane that has not passed it may take it. */
@@ -377,6 +382,9 @@ struct GstGpuFanOutPrivate {
 
   gpufan::Mutex lanes_lock;
   std::map<guint, fanout::LanePtr> lanes;
+  /* The device the next new lane gets instead of its placement
+   * (request_lane_like; under lanes_lock). */
+  std::optional<gpufan::Device> next_lane_device;
 
   /* Some lane's result changed, or a lane came or went: the chain function
    * combines the results again (combined_result is its cache, streaming
@@ -581,6 +589,11 @@ gboolean answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
     GstQuery * query);
 void set_device_setting (GstGpuFanOut * self, guint prop_id,
     const GValue * value);
+/* A new src pad (a lane) on the device of lane @like, which failed (a GPU
+ * excluded since: an eligible one, as devices=auto would place it), even
+ * where `devices` lists fewer lanes; nullptr if it cannot be made. For
+ * gpufanbin's rebuilt lanes. */
+GstPad * request_lane_like (GstGpuFanOut * self, guint like);
 
 /* Allocation aggregation (gstgpufanout-allocation.cpp) */
 gboolean caps_in_host_memory (GstCaps * caps);

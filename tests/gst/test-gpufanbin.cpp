@@ -1150,7 +1150,10 @@ TEST(GpuFanBinReplay, KeptFramesGoBackToABoundedPool) {
 // takes frames; nothing is lost. The next start has four lanes again.
 TEST(GpuFanBinRecovery, AFailedLaneIsRebuiltAndTakesFramesAgain) {
   constexpr int kBuffers = 1200;
-  LaunchedPipeline p(FourLanes(kBuffers, "lane-restart-delay=50000000"));
+  // devices=cpu:4 allows four lanes: the rebuilt one (lane 4) runs on the
+  // failed lane's device all the same.
+  LaunchedPipeline p(
+      FourLanes(kBuffers, "devices=cpu:4 lane-restart-delay=50000000"));
   ASSERT_TRUE(p.ok());
   GstElement *inject = BuildAndFindInLane(p, 3, "inject");
   ASSERT_NE(inject, nullptr);
@@ -1180,6 +1183,8 @@ TEST(GpuFanBinRecovery, AFailedLaneIsRebuiltAndTakesFramesAgain) {
   const GstStructure *lane4 = StatsLaneById(stats, 4);
   ASSERT_NE(lane4, nullptr);
   EXPECT_GT(StatsU64(lane4, "completed"), 50u) << "held until it was back";
+  EXPECT_STREQ(gst_structure_get_string(lane4, "device"),
+               gst_structure_get_string(StatsLaneById(stats, 3), "device"));
   gst_structure_free(stats);
 
   // The next start: the replaced lane is gone, four lanes are left.
