@@ -394,14 +394,20 @@ bool StrictlyIncreasing(const std::vector<int64_t>& v) {
   return true;
 }
 
-size_t LaneFailedMessages(LaunchedPipeline& p, guint lane) {
-  return p.bus().Count([lane](GstMessage *m) {
+// The lane-failed messages of `lane`, once `expected` of them came (the
+// fan-out posts one after sending the lane's frames on: the stream may end
+// first).
+size_t LaneFailedMessages(LaunchedPipeline& p, guint lane, size_t expected) {
+  auto of_lane = [lane](GstMessage *m) {
     if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
       return false;
     guint got = G_MAXUINT;
     gst_structure_get_uint(gst_message_get_structure(m), "lane", &got);
     return got == lane;
-  });
+  };
+  if (expected > 0)
+    p.bus().WaitForCount(of_lane, expected, kLongWait);
+  return p.bus().Count(of_lane);
 }
 
 // Builds the lanes (READY) and returns lane `lane`'s element `name` (a ref),
@@ -444,20 +450,27 @@ void StartPlaying(LaunchedPipeline& p) {
   gst_element_set_state(p.get(), GST_STATE_PLAYING);
 }
 
-// WARNING messages whose source is named `name`.
-size_t WarningsFrom(LaunchedPipeline& p, const char *name) {
-  return p.bus().Count([name](GstMessage *m) {
+// WARNING messages whose source is named `name`, once `expected` of them
+// came (gpufanbin posts a lane's ERROR as a WARNING once the lane is out:
+// the stream may end first).
+size_t WarningsFrom(LaunchedPipeline& p, const char *name, size_t expected) {
+  auto from = [name](GstMessage *m) {
     return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
            g_str_equal(GST_OBJECT_NAME(GST_MESSAGE_SRC(m)), name);
-  });
+  };
+  if (expected > 0)
+    p.bus().WaitForCount(from, expected, kLongWait);
+  return p.bus().Count(from);
 }
 
-// A pass-through element that cannot start (READY->PAUSED posts an ERROR)
-// while g_refuse_start is set.
-std::atomic<bool> g_refuse_start{true};
+// A pass-through element that cannot start (READY->PAUSED posts an ERROR):
+// always while g_refusals is negative, else that many more times.
+std::atomic<int> g_refusals{-1};
 
 gboolean CannotStart(GstBaseTransform *trans) {
-  if (!g_refuse_start.load())
+  int left = g_refusals.load();
+  while (left > 0 && !g_refusals.compare_exchange_weak(left, left - 1)) {}
+  if (left == 0)
     return TRUE;
   GST_ELEMENT_ERROR(trans, RESOURCE, OPEN_READ, ("cannot open the device"),
                     (nullptr));
@@ -525,8 +538,8 @@ TEST(GpuFanBinLaneError, ALaneThatErrorsLeavesAndTheOthersGoOnInOrder) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
-  EXPECT_EQ(WarningsFrom(p, "inject"), 1u)
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
+  EXPECT_EQ(WarningsFrom(p, "inject", 1), 1u)
       << "the branch's ERROR, as a WARNING";
   const std::vector<int64_t> got = out.BufferIndices();
   EXPECT_TRUE(StrictlyIncreasing(got)) << out.Summary();
@@ -561,7 +574,7 @@ TEST(GpuFanBinLaneError, ABranchThatFailsWithoutAMessageLeavesToo) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 2), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 2, 1), 1u);
   EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
   EXPECT_GT(out.Buffers(), static_cast<size_t>(kBuffers) / 2);
   ASSERT_TRUE(p.Stop());
@@ -579,7 +592,7 @@ TEST(GpuFanBinLaneError, FailStopsTheStreamAsBefore) {
   GstMessage *m = p.WaitEosOrError(kLongWait);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR);
-  EXPECT_EQ(LaneFailedMessages(p, 1), 0u);
+  EXPECT_EQ(LaneFailedMessages(p, 1, 0), 0u);
   ASSERT_TRUE(p.Stop());
 }
 
@@ -618,7 +631,7 @@ TEST(GpuFanBinLaneError, NoEosIsAwaitedFromAFailedLane) {
   gst_object_unref(inject);
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
   EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
   EXPECT_EQ(p.bus().Count([](GstMessage *m) {
@@ -691,14 +704,14 @@ TEST(GpuFanBinLaneError, AFailedLaneIsBackAfterARestart) {
   g_object_set(inject, "error-after", 20, nullptr);
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
-  ASSERT_EQ(LaneFailedMessages(p, 1), 1u);
+  ASSERT_EQ(LaneFailedMessages(p, 1, 1), 1u);
   ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
             GST_STATE_CHANGE_SUCCESS);
   g_object_set(inject, "error-after", -1, nullptr);
   gst_object_unref(inject);
   ASSERT_TRUE(p.Play());
   ASSERT_TRUE(out.WaitEvents(GST_EVENT_EOS, 2, kLongWait)) << out.Summary();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u) << "no second failure";
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u) << "no second failure";
   GstStructure *stats = GetStats(p.element("bin"));
   ASSERT_NE(stats, nullptr);
   const GstStructure *lane1 = StatsLaneById(stats, 1);
@@ -745,8 +758,8 @@ TEST(GpuFanBinLaneError, AFailedLaneInChunkModeLeaves) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
-  EXPECT_EQ(WarningsFrom(p, "inject"), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
+  EXPECT_EQ(WarningsFrom(p, "inject", 1), 1u);
   const std::vector<int64_t> got = out.BufferIndices();
   EXPECT_TRUE(StrictlyIncreasing(got)) << out.Summary();
   EXPECT_LT(got.size(), static_cast<size_t>(kBuffers));
@@ -846,7 +859,7 @@ void ExpectNoFrameLost(int frames, const std::string& settings,
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(WarningsFrom(p, "inject"), errors)
+  EXPECT_EQ(WarningsFrom(p, "inject", errors), errors)
       << "each branch's ERROR, as a WARNING";
   EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, frames)) << out.Summary();
   EXPECT_EQ(out.Buffers(), static_cast<size_t>(frames));
@@ -857,7 +870,7 @@ void ExpectNoFrameLost(int frames, const std::string& settings,
     const bool faulty =
         std::any_of(faults.begin(), faults.end(),
                     [lane](const InjectedFault& f) { return f.lane == lane; });
-    EXPECT_EQ(LaneFailedMessages(p, lane), faulty ? 1u : 0u);
+    EXPECT_EQ(LaneFailedMessages(p, lane, faulty ? 1 : 0), faulty ? 1u : 0u);
     if (!faulty)
       continue;
     EXPECT_EQ(LaneFailedField(p, lane, "lost"), 0u);
@@ -927,7 +940,7 @@ TEST(GpuFanBinReplay, DroppedReplayedFramesAreProvenByTheirMarker) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
   EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
   GstStructure *stats = GetStats(p.element("bin"));
   ASSERT_NE(stats, nullptr);
@@ -965,7 +978,7 @@ TEST(GpuFanBinReplay, SkipGivesTheStalledFrameUp) {
   p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 2), 0u);
+  EXPECT_EQ(LaneFailedMessages(p, 2, 0), 0u);
   EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
   EXPECT_LT(out.Buffers(), static_cast<size_t>(kBuffers));
   fault.Release();
@@ -992,10 +1005,11 @@ TEST(GpuFanBinReplay, ABadFrameIsGivenUpAfterFailingTwoLanes) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(p.bus().Count([](GstMessage *m) {
+  auto failed = [](GstMessage *m) {
     return BusLog::IsElementMessage(m, "gpufan-lane-failed");
-  }),
-            2u);
+  };
+  EXPECT_TRUE(p.bus().WaitForCount(failed, 2, kLongWait));
+  EXPECT_EQ(p.bus().Count(failed), 2u);
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < kBuffers; i++)
     if (i != 100)
@@ -1081,7 +1095,7 @@ TEST(GpuFanBinReplay, ReplayedFramesKeepTheirCaps) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
   EXPECT_EQ(LaneFailedField(p, 1, "lost"), 0u);
   EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
   // Each buffer leaves under the caps of its input: 16 wide before the
@@ -1166,7 +1180,7 @@ TEST(GpuFanBinRecovery, AFailedLaneIsRebuiltAndTakesFramesAgain) {
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 3), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 3, 1), 1u);
   GstMessage *restored = p.bus().WaitFor(IsRestored, kWait);
   ASSERT_NE(restored, nullptr);
   EXPECT_EQ(RestoredField(restored, "lane"), 3u);
@@ -1210,7 +1224,7 @@ TEST(GpuFanBinRecovery, NoRebuildWithADelayOfZero) {
   gst_object_unref(inject);
   p.Stamp("src", "src");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
-  EXPECT_EQ(LaneFailedMessages(p, 1), 1u);
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
   EXPECT_EQ(p.bus().Count(IsRestored), 0u);
   EXPECT_EQ(LaneCount(p.element("bin")), 4u);
 }
@@ -1283,7 +1297,7 @@ TEST(GpuFanBinRecovery, ALaneThatFailsAgainWaitsTwiceAsLong) {
 // late, succeeds. The pipeline stops cleanly.
 TEST(GpuFanBinRecovery, ARebuildThatCannotStartIsTriedAgain) {
   RegisterCannotStart();
-  g_refuse_start = false;
+  g_refusals = 0;
   constexpr int kBuffers = 1000;
   LaunchedPipeline p(
       "videotestsrc name=src num-buffers=" + std::to_string(kBuffers) +
@@ -1295,9 +1309,8 @@ TEST(GpuFanBinRecovery, ARebuildThatCannotStartIsTriedAgain) {
   ASSERT_NE(inject, nullptr);
   LaneFault fault(inject, LaneFault::Kind::kSilentError, 200);
   gst_object_unref(inject);
-  // At frame 100 every branch built from now on refuses to start; at frame
-  // 600 the source waits for the first rebuild to fail, lets the next one
-  // start, and waits for it.
+  // At frame 100 the next branch to start (the first rebuild) refuses; at
+  // frame 600 the source waits for the rebuild after it.
   p.AddProbe(
       "src", "src", GST_PAD_PROBE_TYPE_BUFFER,
       [](GstPad *, GstPadProbeInfo *info, gpointer data) {
@@ -1305,25 +1318,21 @@ TEST(GpuFanBinRecovery, ARebuildThatCannotStartIsTriedAgain) {
         const guint64 frame =
             GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info));
         if (frame == 100)
-          g_refuse_start = true;
-        if (frame == 600) {
-          pipeline->bus().WaitFor(
-              [](GstMessage *m) {
-                return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
-                       BusLog::ErrorText(m).find("could not be built") !=
-                           std::string::npos;
-              },
-              kLongWait);
-          g_refuse_start = false;
+          g_refusals = 1;
+        if (frame == 600)
           pipeline->bus().WaitForCount(IsRestored, 1, kLongWait);
-        }
         return GST_PAD_PROBE_OK;
       },
       &p);
   p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
-  g_refuse_start = true;
+  g_refusals = -1;
+  EXPECT_EQ(p.bus().Count([](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+           BusLog::ErrorText(m).find("could not be built") != std::string::npos;
+  }),
+            1u);
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
   EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, kBuffers)) << out.Summary();
   GstMessage *restored = p.bus().WaitFor(IsRestored, kWait);
