@@ -95,12 +95,20 @@ fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
   return TRUE;
 }
 
+/* The lane takes items, has not failed, and has not passed an event that
+ * came after item @seq. */
+static bool
+lane_takes_replay_unlocked (const LanePtr & lane, guint64 seq)
+{
+  return lane_takes_items_unlocked (lane) && !lane->failed
+      && lane->events_taken_through <= seq;
+}
+
 bool
 fanout::lane_takes_replay (const LanePtr & lane, guint64 seq)
 {
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
-  return lane_takes_items_unlocked (lane) && !lane->failed
-      && lane->events_taken_through <= seq;
+  return lane_takes_replay_unlocked (lane, seq);
 }
 
 gboolean
@@ -109,8 +117,7 @@ fanout::lane_enqueue_replay (const LanePtr & lane, QueuedItem && item)
   bool wake;
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
-    if (!lane_takes_items_unlocked (lane) || lane->failed
-        || lane->events_taken_through > item.seq)
+    if (!lane_takes_replay_unlocked (lane, item.seq))
       return FALSE;
     /* past the queue's bound (it was in flight already) */
     auto at = lane->queue.begin ();

@@ -422,6 +422,8 @@ struct GstGpuFanOutPrivate {
    * one (0: none yet) */
   guint64 replay_decided_through = 0;
   std::vector<fanout::ReplayOrphan> replay_orphans;
+  /* the Session's release listener is set (replay_keep, once) */
+  std::atomic<bool> replay_listening{ false };
   /* a lane failed with replay this run: the chain function tells whether
    * it kept each item even while replay is off (a switch) */
   std::atomic<bool> replay_orphans_possible{ false };

@@ -103,6 +103,11 @@ fanout::replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
     ItemKind kind, guint32 caps_epoch, gint64 pts)
 {
   GstGpuFanOutPrivate * priv = self->priv;
+  /* from the first kept frame on, what leaves gpufanin is let go (the
+   * output pays for the listener only where replay keeps frames) */
+  if (!priv->replay_listening.exchange (true))
+    priv->session->SetReleaseListener (
+        [self] (guint64 released) { replay_release (self, released); });
   ReplayCopy copy{ seq, gst_mini_object_ref (obj), kind, caps_epoch, pts };
   ReplayOrphan orphan;
   bool orphaned;

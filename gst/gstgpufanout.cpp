@@ -682,9 +682,6 @@ gst_gpufan_out_init (GstGpuFanOut * self)
   /* a lane holding its EOS back for replay lets it go */
   self->priv->session->SetDrainListener (
       [self] () { lanes_note_drained (self); });
-  /* what left gpufanin need not be kept for replay */
-  self->priv->session->SetReleaseListener (
-      [self] (guint64 released) { replay_release (self, released); });
 
   self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
   install_sink_pad_functions (self->sinkpad);

@@ -215,10 +215,7 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
     // the fan-out send its items again (FailLaneForReplay). The head waits
     // once more meanwhile: given up only if nobody takes it over.
     l->failed = true;
-    l->counters.stalls++;
-    l->stall_kind = l->in_push ? StallKind::kBlocked : StallKind::kSilent;
-    l->stalled_seq = l->in_push ? l->pushing_seq : seq;
-    l->stalled_ns = now_ns;
+    RecordStallUnlocked(*l, seq, now_ns);
     window_.RestartHeadClock(now_ns);
     stalls_to_announce_.push_back(window_.head_lane());
     NotifyAllUnlocked();
@@ -251,12 +248,17 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
 // stall-timeout: it gets no new items while another lane can take them,
 // until anything comes back from it (HeardFromUnlocked).
 void Session::StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns) {
-  lane.counters.stalls++;
+  RecordStallUnlocked(lane, head_seq, now_ns);
   lane.stalled = true;
+  NotifyAllUnlocked();
+}
+
+void Session::RecordStallUnlocked(Lane& lane, uint64_t head_seq,
+                                  int64_t now_ns) {
+  lane.counters.stalls++;
   lane.stall_kind = lane.in_push ? StallKind::kBlocked : StallKind::kSilent;
   lane.stalled_seq = lane.in_push ? lane.pushing_seq : head_seq;
   lane.stalled_ns = now_ns;
-  NotifyAllUnlocked();
 }
 
 }  // namespace gpufan

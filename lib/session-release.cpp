@@ -41,8 +41,11 @@ void Session::TakeReadyAndUnlock(std::unique_lock<Mutex>& lock,
   stalled.swap(stalls_to_announce_);
   const bool drained = drain_to_announce_;
   drain_to_announce_ = false;
+  // Only for a listener: most sessions keep nothing to release, and this
+  // is the output's hot path.
   std::optional<uint64_t> released_through;
-  if (!batch->items.empty())
+  if (!batch->items.empty() &&
+      release_listener_set_.load(std::memory_order_relaxed))
     released_through = window_.released_through();
   UnlockAndNotifyAdmit(lock);
   if (!stalled.empty() || drained || released_through)
@@ -61,6 +64,7 @@ void Session::SetDrainListener(std::function<void()> listener) {
 
 void Session::SetReleaseListener(std::function<void(uint64_t)> listener) {
   std::lock_guard<Mutex> lock(listener_mutex_);
+  release_listener_set_ = static_cast<bool>(listener);
   release_listener_ = std::move(listener);
 }
 

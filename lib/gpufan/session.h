@@ -38,6 +38,7 @@
 // dispatched to a claimed lane are awaited by the reorder window.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -348,7 +349,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // what it kept to replay them).
   uint64_t ReleasedThrough() const;
   // Called, as the stall listener and from the same calls, with
-  // ReleasedThrough() after items left the window.
+  // ReleasedThrough() after items left the window. Costs the output nothing
+  // while none is set.
   void SetReleaseListener(std::function<void(uint64_t)> listener);
   // The seq the next dispatched item gets: a lane that starts now has
   // passed every event placed before it.
@@ -497,6 +499,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void ProveLaneUnlocked(uint32_t lane, uint64_t seq);
   void HeardFromUnlocked(Lane& lane);
   void StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns);
+  // Counts the stall and records how and on what item (StallKind); both a
+  // stall and on-stall=replay's failure do.
+  void RecordStallUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns);
   void RecordSojournUnlocked(int64_t ns);
   int64_t AddedLatencyUnlocked() const;
   void CheckLatencyUnlocked(ReadyBatch *batch);
@@ -564,7 +569,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::function<void(uint32_t)> stall_listener_;
   std::function<void()> drain_listener_;
   std::function<void(uint64_t)> release_listener_;
-  bool drain_to_announce_ = false;  // see SetDrainListener
+  std::atomic<bool> release_listener_set_{false};  // read without the lock
+  bool drain_to_announce_ = false;                 // see SetDrainListener
   // After unlocking: the stalled lanes, the drain, and (when items left)
   // how far the window released.
   void Announce(std::vector<uint32_t> lanes, bool drained,

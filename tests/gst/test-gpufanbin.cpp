@@ -434,6 +434,18 @@ GstElement *BuildAndFindInLane(LaunchedPipeline& p, guint lane,
   return LaneElement(p, lane, name);
 }
 
+// Builds the lanes (READY) and injects `kind` from frame `at` on into lane
+// `lane`'s element named inject; nullptr when there is no such element.
+std::unique_ptr<LaneFault> FaultInLane(LaunchedPipeline& p, guint lane,
+                                       LaneFault::Kind kind, int64_t at) {
+  GstElement *inject = BuildAndFindInLane(p, lane, "inject");
+  if (!inject)
+    return nullptr;
+  auto fault = std::make_unique<LaneFault>(inject, kind, at);
+  gst_object_unref(inject);
+  return fault;
+}
+
 // The first ERROR whose text holds `text` (other ERRORs may come first).
 GstMessage *WaitForError(LaunchedPipeline& p, const std::string& text) {
   return p.bus().WaitFor(
@@ -838,10 +850,9 @@ void ExpectNoFrameLost(int frames, const std::string& settings,
   if (restored > 0)
     p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER,
                HoldUntilRestored::Probe, &hold);
-  ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
-            GST_STATE_CHANGE_SUCCESS);
   if (slow_lane >= 0) {
-    GstElement *slow = LaneElement(p, static_cast<guint>(slow_lane), "inject");
+    GstElement *slow =
+        BuildAndFindInLane(p, static_cast<guint>(slow_lane), "inject");
     ASSERT_NE(slow, nullptr);
     g_object_set(slow, "sleep-time", 3000, nullptr);
     gst_object_unref(slow);
@@ -849,10 +860,8 @@ void ExpectNoFrameLost(int frames, const std::string& settings,
   std::vector<std::unique_ptr<LaneFault>> injected;
   size_t errors = 0;
   for (const InjectedFault& f : faults) {
-    GstElement *inject = LaneElement(p, f.lane, "inject");
-    ASSERT_NE(inject, nullptr);
-    injected.push_back(std::make_unique<LaneFault>(inject, f.kind, f.at));
-    gst_object_unref(inject);
+    injected.push_back(FaultInLane(p, f.lane, f.kind, f.at));
+    ASSERT_NE(injected.back(), nullptr);
     errors += f.kind == LaneFault::Kind::kError;
   }
   p.Stamp("src", "src");
@@ -971,17 +980,16 @@ TEST(GpuFanBinReplay, SkipGivesTheStalledFrameUp) {
   constexpr int kBuffers = 400;
   LaunchedPipeline p(FourLanes(kBuffers, "stall-timeout=300000000"));
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 2, "inject");
-  ASSERT_NE(inject, nullptr);
-  LaneFault fault(inject, LaneFault::Kind::kBlock, 200);
-  gst_object_unref(inject);
+  std::unique_ptr<LaneFault> fault =
+      FaultInLane(p, 2, LaneFault::Kind::kBlock, 200);
+  ASSERT_NE(fault, nullptr);
   p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(LaneFailedMessages(p, 2, 0), 0u);
   EXPECT_TRUE(StrictlyIncreasing(out.BufferIndices())) << out.Summary();
   EXPECT_LT(out.Buffers(), static_cast<size_t>(kBuffers));
-  fault.Release();
+  fault->Release();
   ASSERT_TRUE(p.Stop());
 }
 
@@ -1169,10 +1177,9 @@ TEST(GpuFanBinRecovery, AFailedLaneIsRebuiltAndTakesFramesAgain) {
   LaunchedPipeline p(
       FourLanes(kBuffers, "devices=cpu:4 lane-restart-delay=50000000"));
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
-  ASSERT_NE(inject, nullptr);
-  LaneFault fault(inject, LaneFault::Kind::kSilentError, 200);
-  gst_object_unref(inject);
+  std::unique_ptr<LaneFault> fault =
+      FaultInLane(p, 3, LaneFault::Kind::kSilentError, 200);
+  ASSERT_NE(fault, nullptr);
   HoldUntilRestored hold{&p, 600, 1};
   p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, HoldUntilRestored::Probe,
              &hold);
@@ -1218,10 +1225,9 @@ TEST(GpuFanBinRecovery, AFailedLaneIsRebuiltAndTakesFramesAgain) {
 TEST(GpuFanBinRecovery, NoRebuildWithADelayOfZero) {
   LaunchedPipeline p(FourLanes(600));
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 1, "inject");
-  ASSERT_NE(inject, nullptr);
-  LaneFault fault(inject, LaneFault::Kind::kSilentError, 100);
-  gst_object_unref(inject);
+  std::unique_ptr<LaneFault> fault =
+      FaultInLane(p, 1, LaneFault::Kind::kSilentError, 100);
+  ASSERT_NE(fault, nullptr);
   p.Stamp("src", "src");
   ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
@@ -1235,10 +1241,9 @@ TEST(GpuFanBinRecovery, ALaneThatFailsAgainWaitsTwiceAsLong) {
   constexpr int kBuffers = 1200;
   LaunchedPipeline p(FourLanes(kBuffers, "lane-restart-delay=20000000"));
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
-  ASSERT_NE(inject, nullptr);
-  LaneFault first(inject, LaneFault::Kind::kSilentError, 200);
-  gst_object_unref(inject);
+  std::unique_ptr<LaneFault> first =
+      FaultInLane(p, 3, LaneFault::Kind::kSilentError, 200);
+  ASSERT_NE(first, nullptr);
   // At frame 400 the source waits for lane 3's rebuild (lane 4) and makes
   // it fail from frame 500 on; at frame 800 it waits for lane 4's.
   struct Second {
@@ -1305,10 +1310,9 @@ TEST(GpuFanBinRecovery, ARebuildThatCannotStartIsTriedAgain) {
       "policy=round-robin lane-restart-delay=20000000 branch=\"identity "
       "name=inject ! gpufantestcannotstart\" ! fakesink name=out");
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 3, "inject");
-  ASSERT_NE(inject, nullptr);
-  LaneFault fault(inject, LaneFault::Kind::kSilentError, 200);
-  gst_object_unref(inject);
+  std::unique_ptr<LaneFault> fault =
+      FaultInLane(p, 3, LaneFault::Kind::kSilentError, 200);
+  ASSERT_NE(fault, nullptr);
   // At frame 100 the next branch to start (the first rebuild) refuses; at
   // frame 600 the source waits for the rebuild after it.
   p.AddProbe(
@@ -1359,10 +1363,9 @@ TEST(GpuFanBinReplay, AFlushingSeekPassesAStuckFailedLane) {
   LaunchedPipeline p(
       FourLanes(3000, "on-stall=replay stall-timeout=200000000"));
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 2, "inject");
-  ASSERT_NE(inject, nullptr);
-  LaneFault block(inject, LaneFault::Kind::kBlock, 100);
-  gst_object_unref(inject);
+  std::unique_ptr<LaneFault> block =
+      FaultInLane(p, 2, LaneFault::Kind::kBlock, 100);
+  ASSERT_NE(block, nullptr);
   p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
   StartPlaying(p);
@@ -1377,7 +1380,7 @@ TEST(GpuFanBinReplay, AFlushingSeekPassesAStuckFailedLane) {
   EXPECT_TRUE(out.WaitEvents(GST_EVENT_EOS, 1, kLongWait)) << out.Summary();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
   EXPECT_GE(out.Events(GST_EVENT_FLUSH_STOP), 1u);
-  block.Release();
+  block->Release();
   ASSERT_TRUE(p.Stop());
 }
 
@@ -1397,11 +1400,10 @@ TEST_F(GpuFanBinFixedGpu, ZzAGpuWithAStickyErrorIsNotUsedAgain) {
       "lane-restart-delay=20000000 branch=\"identity name=inject\" ! fakesink "
       "name=out");
   ASSERT_TRUE(p.ok());
-  GstElement *inject = BuildAndFindInLane(p, 0, "inject");
-  ASSERT_NE(inject, nullptr);
+  std::unique_ptr<LaneFault> fault =
+      FaultInLane(p, 0, LaneFault::Kind::kSilentError, 100);
+  ASSERT_NE(fault, nullptr);
   ASSERT_EQ(LaneDeviceKind(p.element("bin"), 0), "cuda");
-  LaneFault fault(inject, LaneFault::Kind::kSilentError, 100);
-  gst_object_unref(inject);
   HoldUntilRestored hold{&p, 300, 1};
   p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, HoldUntilRestored::Probe,
              &hold);
