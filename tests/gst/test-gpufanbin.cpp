@@ -6,6 +6,7 @@
 // (nvcodec's per-GPU registration) swapped for their lane's GPU. The last run
 // over the stand-in driver's two GPUs (test-gpufanbin-fake-gpus) and skip
 // elsewhere.
+#include <dlfcn.h>
 #include <gst/base/gstbasetransform.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
@@ -1389,6 +1390,35 @@ TEST(GpuFanBinReplay, AFlushingSeekPassesAStuckFailedLane) {
 // is excluded for the rest of the process, so the lane rebuilt in its
 // place (lane 2, which devices=auto would put on GPU 0) runs on GPU 1.
 // (Last of its suite: the exclusion outlives it.)
+// While alive, the stand-in driver's DEVICE answers with a sticky CUDA error
+// CODE. Through the driver's own setter, never the environment: lane threads
+// ask the driver while the test sets it.
+class FakeCudaSticky {
+ public:
+  FakeCudaSticky(int device, int code) {
+    const char *path = g_getenv("GPUFAN_LIBCUDA");
+    // Already loaded by the back end: RTLD_NOLOAD only finds it.
+    void *library = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    if (library == nullptr)
+      return;
+    set_ = reinterpret_cast<void (*)(int, int)>(
+        dlsym(library, "gpufan_fake_cuda_set_sticky"));
+    dlclose(library);  // drops only the reference RTLD_NOLOAD took
+    if (set_ != nullptr)
+      set_(device, code);
+  }
+  ~FakeCudaSticky() {
+    if (set_ != nullptr)
+      set_(-1, 0);
+  }
+  FakeCudaSticky(const FakeCudaSticky&) = delete;
+  FakeCudaSticky& operator=(const FakeCudaSticky&) = delete;
+  bool ok() const { return set_ != nullptr; }
+
+ private:
+  void (*set_)(int, int) = nullptr;
+};
+
 TEST_F(GpuFanBinFixedGpu, ZzAGpuWithAStickyErrorIsNotUsedAgain) {
   if (!g_getenv("GPUFAN_LIBCUDA"))
     GTEST_SKIP() << "needs the stand-in driver to show a sticky error";
@@ -1409,10 +1439,9 @@ TEST_F(GpuFanBinFixedGpu, ZzAGpuWithAStickyErrorIsNotUsedAgain) {
              &hold);
   p.Stamp("src", "src");
   RecordLog& out = p.Record("out", "sink");
-  g_setenv("GPUFAN_FAKE_CUDA_STICKY", "0:700", TRUE);
-  const bool played = p.PlayToEos();
-  g_unsetenv("GPUFAN_FAKE_CUDA_STICKY");
-  ASSERT_TRUE(played) << p.bus().ErrorsText();
+  FakeCudaSticky sticky(0, 700);
+  ASSERT_TRUE(sticky.ok()) << "the stand-in driver has no sticky setter";
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
   EXPECT_EQ(p.bus().Count([](GstMessage *m) {
     return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&

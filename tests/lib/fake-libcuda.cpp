@@ -8,6 +8,7 @@
 // gpufan_fake_cuda_* functions let tests look inside.
 // Thread-safety: one mutex around the shared state; the context stack is per
 // thread, as the driver's is.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include <ffnvcodec/dynlink_cuda.h>
@@ -44,14 +46,26 @@ int retains[kDevices] = {};                 // guarded by mutex
 std::set<void *> streams;                   // guarded by mutex
 std::vector<unsigned int> stream_flags;     // guarded by mutex; every create
 std::map<void *, unsigned int> registered;  // guarded by mutex; p -> flags
-thread_local std::vector<CUcontext> current;
+// The context stack of each thread, as the driver keeps it. Not a
+// thread_local: the dynamic TLS of a dlopen'ed library is allocated and freed
+// inside ld.so, where ThreadSanitizer sees no order between one thread's use
+// and the free by the thread that reuses its stack. A thread's entry goes
+// when its stack is empty; one left behind is a push without its pop.
+std::map<std::thread::id, std::vector<CUcontext>> stacks;  // guarded by mutex
+
+// The top of this thread's stack, nullptr when it is empty.
+CUcontext Current() {
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = stacks.find(std::this_thread::get_id());
+  return it == stacks.end() ? nullptr : it->second.back();
+}
 
 CUresult R(int code) {
   return static_cast<CUresult>(code);
 }
 
 bool HasContext() {
-  return !current.empty() && current.back() != nullptr;
+  return Current() != nullptr;
 }
 
 // The null (legacy default) stream, or one created and not destroyed.
@@ -63,6 +77,21 @@ bool IsStream(CUstream stream) {
 struct Event {
   std::chrono::steady_clock::time_point at;
 };
+
+// A device with a sticky error answers every call with its code. Tests set
+// it with gpufan_fake_cuda_set_sticky while other threads call the driver,
+// so it is atomic state, never the environment (setenv races with getenv).
+// -1: no device is broken.
+std::atomic<int> sticky_device{-1};
+std::atomic<int> sticky_code{0};
+
+int StickyCode() {
+  const int device = sticky_device.load();
+  const CUcontext context = Current();
+  if (device < 0 || context == nullptr || device != context->device)
+    return 0;
+  return sticky_code.load();
+}
 
 }  // namespace
 
@@ -92,7 +121,16 @@ FAKE_API long gpufan_fake_cuda_registered_flags(void *p) {
 }
 
 FAKE_API int gpufan_fake_cuda_context_depth() {
-  return static_cast<int>(current.size());
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = stacks.find(std::this_thread::get_id());
+  return it == stacks.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+// Makes DEVICE's contexts answer every call with CODE, as a device with a
+// sticky error does; DEVICE -1 heals them.
+FAKE_API void gpufan_fake_cuda_set_sticky(int device, int code) {
+  sticky_code.store(code);
+  sticky_device.store(device);
 }
 
 FAKE_API CUresult cuInit(unsigned int flags) {
@@ -235,28 +273,21 @@ FAKE_API CUresult cuCtxPushCurrent_v2(CUcontext context) {
   std::lock_guard<std::mutex> lock(mutex);
   if (retains[context->device] == 0)  // pushing a released context
     return R(kInvalidContext);
-  current.push_back(context);
+  stacks[std::this_thread::get_id()].push_back(context);
   return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext *context) {
-  if (current.empty())
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = stacks.find(std::this_thread::get_id());
+  if (it == stacks.end())
     return R(kInvalidContext);
   if (context != nullptr)
-    *context = current.back();
-  current.pop_back();
+    *context = it->second.back();
+  it->second.pop_back();
+  if (it->second.empty())
+    stacks.erase(it);
   return CUDA_SUCCESS;
-}
-
-// $GPUFAN_FAKE_CUDA_STICKY="DEVICE:CODE": that device's contexts answer
-// with CODE, as a device with a sticky error answers every call.
-int StickyCode() {
-  const char *sticky = std::getenv("GPUFAN_FAKE_CUDA_STICKY");
-  int device = -1, code = 0;
-  if (sticky && std::sscanf(sticky, "%d:%d", &device, &code) == 2 &&
-      HasContext() && device == current.back()->device)
-    return code;
-  return 0;
 }
 
 FAKE_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {

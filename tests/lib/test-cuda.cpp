@@ -433,6 +433,7 @@ struct FakeDriverView {
   long (*stream_flags)(int n);
   long (*registered_flags)(void *p);
   int (*context_depth)();
+  void (*set_sticky)(int device, int code);
 };
 
 // The counters of the driver in use, or nullptr when it is not the fake.
@@ -456,11 +457,13 @@ const FakeDriverView *Fake() {
         dlsym(library, "gpufan_fake_cuda_registered_flags"));
     view.context_depth = reinterpret_cast<int (*)()>(
         dlsym(library, "gpufan_fake_cuda_context_depth"));
+    view.set_sticky = reinterpret_cast<void (*)(int, int)>(
+        dlsym(library, "gpufan_fake_cuda_set_sticky"));
     dlclose(library);  // drops only the reference RTLD_NOLOAD took
     return view.retains != nullptr && view.live_streams != nullptr &&
                    view.stream_flags != nullptr &&
                    view.registered_flags != nullptr &&
-                   view.context_depth != nullptr
+                   view.context_depth != nullptr && view.set_sticky != nullptr
                ? &view
                : nullptr;
   }();
@@ -498,13 +501,13 @@ TEST(CudaFake, ContextIsRetainedOnceAndReleasedByTheLastHolder) {
 TEST(CudaFake, StickyErrorsAreTold) {
   REQUIRE_FAKE();
   EXPECT_EQ(StickyError(1), "");
-  setenv("GPUFAN_FAKE_CUDA_STICKY", "1:700", 1);
+  Fake()->set_sticky(1, 700);
   const std::string sticky = StickyError(1);
   EXPECT_NE(sticky.find("(700)"), std::string::npos) << sticky;
   EXPECT_EQ(StickyError(0), "") << "only device 1 is broken";
-  setenv("GPUFAN_FAKE_CUDA_STICKY", "1:2", 1);  // out of memory: not sticky
+  Fake()->set_sticky(1, 2);  // out of memory: not sticky
   EXPECT_EQ(StickyError(1), "");
-  unsetenv("GPUFAN_FAKE_CUDA_STICKY");
+  Fake()->set_sticky(-1, 0);
   EXPECT_EQ(StickyError(7), "") << "no such device: nothing to tell";
   EXPECT_EQ(Fake()->context_depth(), 0);
 }
