@@ -49,10 +49,11 @@ gint placed_gpu (GstGpuFanBin * self, guint lane_id);
  * elements fixed to another GPU swapped for that GPU's factory. */
 bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
     std::string * error);
-/* A fresh instance of @bound, named and marked as lane @lane_id's, or
- * nullptr with *error set. */
-GstElement * make_lane_branch (const std::string & bound, guint lane_id,
-    std::string * error);
+/* A fresh instance of @bound, named and marked as lane @lane_id's, its
+ * elements bound to @gpu (-1: a CPU lane; gstgpufanbinding.h), or nullptr
+ * with *error set. */
+GstElement * make_lane_branch (GstGpuFanBin * self, const std::string & bound,
+    guint lane_id, gint gpu, std::string * error);
 /* Adds @lane to the bin and links it, downstream first, and with
  * @sync_state in the bin's state before the fan-out links to it; FALSE if
  * a step failed (the lane stays in the bin, removed with the others). */

@@ -130,7 +130,7 @@ rebuild (GstGpuFanBin * self, const Job & job)
     }
     gpu = placed_gpu (self, lane_id);
     if (branch_for_gpu (branch, gpu, &bound, &error))
-      lane = make_lane_branch (bound, lane_id, &error);
+      lane = make_lane_branch (self, bound, lane_id, gpu, &error);
   } else if (go) {
     error = "no pad for a new lane";
   }

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "gpufan/placement.h"
+#include "gstgpufanbinding.h"
 #include "gstgpufandevices.h"
 #include "gstgpufanin.h"
 #include "gstgpufanout.h"
@@ -263,62 +264,6 @@ lane_count (GstGpuFanBin * self, guint lanes, std::string * error)
 
 /* --- binding a branch to its lane's GPU ------------------------------------ */
 
-/* The GPU an element factory's elements are fixed to (a read-only
- * `cuda-device-id`, as nvcodec registers its decoders and encoders per GPU),
- * or -1. */
-static gint
-fixed_cuda_device (GstElementFactory * factory)
-{
-  GstPluginFeature * loaded
-      = gst_plugin_feature_load (GST_PLUGIN_FEATURE (factory));
-  if (!loaded)
-    return -1;
-  const GType type
-      = gst_element_factory_get_element_type (GST_ELEMENT_FACTORY (loaded));
-  gst_object_unref (loaded);
-  if (type == G_TYPE_INVALID)
-    return -1;
-  GObjectClass * klass = G_OBJECT_CLASS (g_type_class_ref (type));
-  GParamSpec * p = g_object_class_find_property (klass, "cuda-device-id");
-  gint device = -1;
-  if (p && !(p->flags & G_PARAM_WRITABLE)) {
-    if (G_IS_PARAM_SPEC_UINT (p))
-      device = (gint)G_PARAM_SPEC_UINT (p)->default_value;
-    else if (G_IS_PARAM_SPEC_INT (p))
-      device = G_PARAM_SPEC_INT (p)->default_value;
-  }
-  g_type_class_unref (klass);
-  return device;
-}
-
-/* nvcodec's family name of a per-GPU factory: "nvh264device1dec" and
- * "nvh264dec" are both "nvh264dec". */
-static std::string
-factory_family (const std::string & name)
-{
-  static const std::regex device_part ("device[0-9]+");
-  return std::regex_replace (name, device_part, "");
-}
-
-/* The factory of `name`'s family registered for GPU `gpu`, or "". */
-static std::string
-factory_for_gpu (const std::string & name, gint gpu)
-{
-  const std::string family = factory_family (name);
-  GList * factories
-      = gst_element_factory_list_get_elements (GST_ELEMENT_FACTORY_TYPE_ANY,
-          GST_RANK_NONE);
-  std::string found;
-  for (GList * l = factories; l && found.empty (); l = l->next) {
-    GstElementFactory * f = GST_ELEMENT_FACTORY (l->data);
-    const std::string candidate = GST_OBJECT_NAME (f);
-    if (factory_family (candidate) == family && fixed_cuda_device (f) == gpu)
-      found = candidate;
-  }
-  gst_plugin_feature_list_free (factories);
-  return found;
-}
-
 /* The branch description for a lane on GPU `gpu` (-1: a CPU lane): every
  * element fixed to another GPU is replaced by its family's factory for
  * `gpu`. false with *error when one has no such factory. */
@@ -345,7 +290,7 @@ bind_branch_to_device (const std::string & branch, gint gpu,
     GstElementFactory * factory = gst_element_factory_find (name.c_str ());
     if (!factory)
       continue;
-    const gint fixed = fixed_cuda_device (factory);
+    const gint fixed = gst_gpufan_fixed_cuda_device (factory);
     gst_object_unref (factory);
     if (fixed < 0 || fixed == gpu)
       continue;
@@ -354,7 +299,7 @@ bind_branch_to_device (const std::string & branch, gint gpu,
           + " only, and this lane is a CPU lane";
       return false;
     }
-    const std::string replacement = factory_for_gpu (name, gpu);
+    const std::string replacement = gst_gpufan_factory_for_gpu (name, gpu);
     if (replacement.empty ()) {
       *error = name + " runs on GPU " + std::to_string (fixed)
           + " only, and no element of its family is registered for GPU "
@@ -500,9 +445,34 @@ remove_lanes (GstGpuFanBin * self)
   }
 }
 
-GstElement *
-fanbin::make_lane_branch (const std::string & bound, guint lane_id,
+/* Binds every element of a lane's branch to @gpu (what the description's
+ * factories leave: `gpu-id`, elements inside bins); warnings are posted,
+ * an element fixed to another GPU is an error. */
+static bool
+bind_lane_elements (GstGpuFanBin * self, GstElement * lane, gint gpu,
     std::string * error)
+{
+  bool ok = true;
+  for (GstElement * element : gst_gpufan_elements_in_bin (GST_BIN (lane))) {
+    const GstGpuFanBinding bound = gst_gpufan_bind_element (element, gpu);
+    gst_object_unref (element);
+    if (!bound.done.empty ())
+      GST_INFO_OBJECT (self, "%s: %s", GST_OBJECT_NAME (lane),
+          bound.done.c_str ());
+    if (!bound.warning.empty ())
+      GST_ELEMENT_WARNING (self, CORE, NEGOTIATION,
+          ("%s", bound.warning.c_str ()), ("in %s", GST_OBJECT_NAME (lane)));
+    if (!bound.error.empty () && ok) {
+      *error = bound.error;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+GstElement *
+fanbin::make_lane_branch (GstGpuFanBin * self, const std::string & bound,
+    guint lane_id, gint gpu, std::string * error)
 {
   GError * err = nullptr;
   GstElement * lane = gst_parse_bin_from_description_full (bound.c_str (), TRUE,
@@ -532,6 +502,11 @@ fanbin::make_lane_branch (const std::string & bound, guint lane_id,
   g_free (name);
   g_object_set_qdata (G_OBJECT (lane), lane_id_quark (),
       GUINT_TO_POINTER (lane_id + 1));
+  /* before the branch starts: DeepStream's elements read gpu-id then */
+  if (!bind_lane_elements (self, lane, gpu, error)) {
+    gst_object_unref (gst_object_ref_sink (lane));
+    return nullptr;
+  }
   return lane;
 }
 
@@ -612,7 +587,8 @@ build_lanes (GstGpuFanBin * self)
     if (bound != branch)
       GST_DEBUG_OBJECT (self, "lane %u on GPU %d runs \"%s\"", i, gpu,
           bound.c_str ());
-    GstElement * lane = fanbin::make_lane_branch (bound, lane_id, &error);
+    GstElement * lane
+        = fanbin::make_lane_branch (self, bound, lane_id, gpu, &error);
     if (!lane) {
       BRANCH_ERROR (self, error, "branch=\"" + branch + "\"");
       ok = FALSE;

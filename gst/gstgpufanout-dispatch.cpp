@@ -18,8 +18,7 @@ fanout::prepare_dispatch (GstGpuFanOut * self)
   GstFlowReturn ret = combine_lane_results (self);
   if (ret != GST_FLOW_OK)
     return ret;
-  probe_lanes (self);
-  return GST_FLOW_OK;
+  return probe_lanes (self) ? GST_FLOW_OK : GST_FLOW_ERROR;
 }
 
 GstFlowReturn

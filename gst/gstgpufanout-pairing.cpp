@@ -49,14 +49,15 @@ fanout::reprobe_joining_lanes (GstGpuFanOut * self)
 
 /* Before a lane's first item (and after a relink or a new stream), ask its
  * branch whether a gpufanin is at the end; the fan-in claims the lane. */
-void
+gboolean
 fanout::probe_lanes (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
 
   /* a plain load first: the exchange writes the line, for every buffer */
   if (!priv->probe_pending.load () || !priv->probe_pending.exchange (false))
-    return;
+    return TRUE;
+  gboolean bound = TRUE;
   for (const LanePtr & lane : snapshot_lanes (self)) {
     if (!lane->needs_probe.exchange (false))
       continue;
@@ -65,12 +66,16 @@ fanout::probe_lanes (GstGpuFanOut * self)
     GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id,
         GST_ELEMENT (self));
     gboolean answered = gst_pad_peer_query (lane->pad, query);
+    const bool claimed = answered && gst_gpufan_pair_query_claimed (query);
     GST_DEBUG_OBJECT (lane->pad, "pairing probe: %s",
-        answered && gst_gpufan_pair_query_claimed (query)
-            ? "claimed by a gpufanin"
-            : "no gpufanin downstream");
+        claimed ? "claimed by a gpufanin" : "no gpufanin downstream");
     gst_query_unref (query);
+    /* the branch is whole now: a lane linked while streaming is bound
+     * before its first item (one bound at the start says nothing again) */
+    if (claimed && bound)
+      bound = bind_lane_branch (self, lane);
   }
+  return bound;
 }
 
 /* A pairing probe of an outer fan-out enters our pair: it crosses it through

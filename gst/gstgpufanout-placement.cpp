@@ -8,6 +8,7 @@
 
 #include "gstgpufanout-private.h"
 
+#include "gstgpufanbinding.h"
 #include "gstgpufancudacontext.h"
 #include "gstgpufandevices.h"
 
@@ -197,6 +198,10 @@ fanout::place_all_lanes (GstGpuFanOut * self)
     cpu_by_default |= lane->device.kind == gpufan::DeviceKind::kCpu;
   }
 
+  for (const LanePtr & lane : snapshot_lanes (self))
+    if (!bind_lane_branch (self, lane))
+      return FALSE;
+
   bool auto_mode;
   {
     std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
@@ -210,6 +215,37 @@ fanout::place_all_lanes (GstGpuFanOut * self)
         ("devices=auto found no CUDA device; set devices=cpu to ask for CPU "
          "lanes and silence this warning"));
   return TRUE;
+}
+
+gboolean
+fanout::bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane)
+{
+  gint gpu;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+    if (!lane->placed || lane->device.kind != gpufan::DeviceKind::kCuda)
+      return TRUE;
+    gpu = lane->device.index;
+  }
+  std::string error;
+  for (GstElement * element : gst_gpufan_elements_downstream (lane->pad)) {
+    const GstGpuFanBinding bound = gst_gpufan_bind_element (element, gpu);
+    gst_object_unref (element);
+    if (!bound.done.empty ())
+      GST_INFO_OBJECT (lane->pad, "%s", bound.done.c_str ());
+    if (!bound.warning.empty ())
+      GST_ELEMENT_WARNING (self, CORE, NEGOTIATION,
+          ("Lane %u: %s", lane->id, bound.warning.c_str ()),
+          ("the lane's GPU comes from devices or the pad's device property"));
+    if (!bound.error.empty () && error.empty ())
+      error = bound.error;
+  }
+  if (!error.empty ())
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("Lane %u's branch cannot run on its GPU: %s", lane->id,
+            error.c_str ()),
+        ("the lane's GPU comes from devices or the pad's device property"));
+  return error.empty ();
 }
 
 /* Copies a frame into the lane's NUMA-local (pinned, for a GPU) pool

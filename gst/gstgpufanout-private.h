@@ -576,7 +576,8 @@ void install_src_pad_functions (GstPad * pad);
 /* The pairing probe: which gpufanin claims a lane (gstgpufanout-pairing.cpp) */
 void request_probe (GstGpuFanOut * self, const LanePtr & lane);
 void reprobe_joining_lanes (GstGpuFanOut * self);
-void probe_lanes (GstGpuFanOut * self);
+/* FALSE once a claimed lane's branch cannot run on its GPU (posted). */
+gboolean probe_lanes (GstGpuFanOut * self);
 gboolean forward_pair_query_downstream (GstGpuFanOut * self, GstQuery * query);
 
 /* Device placement and staging (gstgpufanout-placement.cpp) */
@@ -586,6 +587,10 @@ void unplace_lane (GstGpuFanOut * self, guint id);
 void forget_placements (GstGpuFanOut * self);
 void unplace_all_lanes (GstGpuFanOut * self);
 gboolean place_all_lanes (GstGpuFanOut * self);
+/* Binds the elements of the lane's branch (up to gpufanin) to the lane's
+ * GPU (gstgpufanbinding.h): warnings posted; FALSE, with an ERROR posted,
+ * when one is fixed to another GPU. */
+gboolean bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane);
 void stage_item (const LanePtr & lane, QueuedItem & item);
 gboolean answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
     GstQuery * query);

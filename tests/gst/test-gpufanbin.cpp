@@ -322,21 +322,98 @@ void FixedGpuClassInit(gpointer klass, gpointer data) {
   GST_BASE_TRANSFORM_CLASS(klass)->passthrough_on_same_caps = TRUE;
 }
 
-void RegisterFixedGpu(const char *factory, guint gpu) {
+// Registers `factory`, a GstBaseTransform subclass of the given sizes (0:
+// the base's) made by `class_init` with `class_data`.
+void RegisterTransform(const char *factory, guint16 class_size,
+                       GClassInitFunc class_init, gpointer class_data,
+                       guint16 instance_size = 0,
+                       GInstanceInitFunc instance_init = nullptr) {
   const std::string type_name = std::string("GpuFanTest_") + factory;
   if (g_type_from_name(type_name.c_str()))
     return;  // registered by an earlier repetition (--gtest_repeat)
   GTypeQuery query;
   g_type_query(GST_TYPE_BASE_TRANSFORM, &query);
   GTypeInfo info = {};
-  info.class_size = sizeof(FixedGpuClass);
-  info.class_init = FixedGpuClassInit;
-  info.class_data = GUINT_TO_POINTER(gpu);
-  info.instance_size = static_cast<guint16>(query.instance_size);
+  info.class_size = class_size ? class_size : query.class_size;
+  info.class_init = class_init;
+  info.class_data = class_data;
+  info.instance_size =
+      instance_size ? instance_size : static_cast<guint16>(query.instance_size);
+  info.instance_init = instance_init;
   const GType type =
       g_type_register_static(GST_TYPE_BASE_TRANSFORM, type_name.c_str(), &info,
                              static_cast<GTypeFlags>(0));
   ASSERT_TRUE(gst_element_register(nullptr, factory, GST_RANK_NONE, type));
+}
+
+void RegisterFixedGpu(const char *factory, guint gpu) {
+  RegisterTransform(factory, sizeof(FixedGpuClass), FixedGpuClassInit,
+                    GUINT_TO_POINTER(gpu));
+}
+
+// A pass-through element with a writable device property: `gpu-id` (guint,
+// default 0) as DeepStream's elements have, or `cuda-device-id` (gint,
+// default -1: ask for a CUDA context) as nvcodec's cudaupload has.
+struct DeviceIdElement {
+  GstBaseTransform parent;
+  gint device;
+};
+
+void DeviceIdSetProperty(GObject *object, guint, const GValue *value,
+                         GParamSpec *spec) {
+  reinterpret_cast<DeviceIdElement *>(object)->device =
+      G_IS_PARAM_SPEC_UINT(spec) ? static_cast<gint>(g_value_get_uint(value))
+                                 : g_value_get_int(value);
+}
+
+void DeviceIdGetProperty(GObject *object, guint, GValue *value,
+                         GParamSpec *spec) {
+  const gint device = reinterpret_cast<DeviceIdElement *>(object)->device;
+  if (G_IS_PARAM_SPEC_UINT(spec))
+    g_value_set_uint(value, static_cast<guint>(device));
+  else
+    g_value_set_int(value, device);
+}
+
+void DeviceIdClassInit(gpointer klass, gpointer data) {
+  const bool gpu_id = GPOINTER_TO_INT(data) != 0;
+  G_OBJECT_CLASS(klass)->set_property = DeviceIdSetProperty;
+  G_OBJECT_CLASS(klass)->get_property = DeviceIdGetProperty;
+  g_object_class_install_property(
+      G_OBJECT_CLASS(klass), 1,
+      gpu_id ? g_param_spec_uint("gpu-id", "GPU id", "the GPU", 0, 16, 0,
+                                 G_PARAM_READWRITE)
+             : g_param_spec_int("cuda-device-id", "CUDA device id",
+                                "the GPU, -1: ask for a context", -1, 16, -1,
+                                G_PARAM_READWRITE));
+  TestElementClassInit(klass, "device id", "Filter/Video");
+  GST_BASE_TRANSFORM_CLASS(klass)->passthrough_on_same_caps = TRUE;
+}
+
+void DeviceIdInit(GTypeInstance *instance, gpointer klass) {
+  reinterpret_cast<DeviceIdElement *>(instance)->device =
+      g_object_class_find_property(G_OBJECT_CLASS(klass), "gpu-id") ? 0 : -1;
+}
+
+void RegisterDeviceId(const char *factory, bool gpu_id) {
+  RegisterTransform(factory, 0, DeviceIdClassInit,
+                    GINT_TO_POINTER(gpu_id ? 1 : 0), sizeof(DeviceIdElement),
+                    DeviceIdInit);
+}
+
+gint DeviceOf(GstElement *element, const char *property) {
+  GParamSpec *spec =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(element), property);
+  if (spec == nullptr)
+    return -100;
+  if (G_IS_PARAM_SPEC_UINT(spec)) {
+    guint v = 0;
+    g_object_get(element, property, &v, nullptr);
+    return static_cast<gint>(v);
+  }
+  gint v = 0;
+  g_object_get(element, property, &v, nullptr);
+  return v;
 }
 
 class GpuFanBinFixedGpu : public ::testing::Test {
@@ -346,6 +423,8 @@ class GpuFanBinFixedGpu : public ::testing::Test {
     RegisterFixedGpu("gpufantestdec", 0);
     RegisterFixedGpu("gpufantestdevice1dec", 1);
     RegisterFixedGpu("gpufantestonlydec", 0);
+    RegisterDeviceId("gpufantestgpuid", true);
+    RegisterDeviceId("gpufantestcudaid", false);
   }
   void SetUp() override {
     if (!HaveTwoGpus())
@@ -381,6 +460,164 @@ TEST_F(GpuFanBinFixedGpu, NoFactoryForTheLanesGpuIsAClearError) {
       "fakesink",
       "Lane 0 (CPU): gpufantestdec runs on GPU 0 only, and this lane is a CPU "
       "lane");
+}
+
+// --------------------------- hand-written lanes bound to their GPU (issue 11)
+
+namespace {
+
+// Counts the fan-out's WARNINGs whose text holds `text`.
+size_t FanoutWarningsWith(LaunchedPipeline& p, const std::string& text) {
+  return p.bus().Count([&text](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+           BusLog::ErrorText(m).find(text) != std::string::npos;
+  });
+}
+
+// At frame `at`, from the source's thread: one more lane on fan-out "f",
+// running a new `factory` element named "late", into fan-in "i".
+struct AddLaneAt {
+  LaunchedPipeline *p;
+  int64_t at;
+  const char *factory;
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer data) {
+    auto *a = static_cast<AddLaneAt *>(data);
+    if (static_cast<int64_t>(
+            GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info))) != a->at)
+      return GST_PAD_PROBE_OK;
+    GstElement *element = gst_element_factory_make(a->factory, "late");
+    gst_bin_add(GST_BIN(a->p->get()), element);
+    GstPad *from = gst_element_request_pad_simple(a->p->element("f"), "src_%u");
+    GstPad *to = gst_element_request_pad_simple(a->p->element("i"), "sink_%u");
+    GstPad *in = gst_element_get_static_pad(element, "sink");
+    GstPad *out = gst_element_get_static_pad(element, "src");
+    EXPECT_EQ(gst_pad_link(out, to), GST_PAD_LINK_OK);
+    EXPECT_TRUE(gst_element_sync_state_with_parent(element));
+    EXPECT_EQ(gst_pad_link(from, in), GST_PAD_LINK_OK);
+    for (GstPad *pad : {from, to, in, out})
+      gst_object_unref(pad);
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+}  // namespace
+
+// gpufanout's own lanes (no gpufanbin): `gpu-id` left at its default follows
+// the lane, also inside a bin; one the user set to another GPU, and a
+// `cuda-device-id` set so, are warned about once and kept; a `cuda-device-id`
+// at -1 is left to ask for the lane's context.
+TEST_F(GpuFanBinFixedGpu, HandWrittenLanesAreBoundToTheirGpu) {
+  LaunchedPipeline p(
+      "videotestsrc name=src num-buffers=20 ! video/x-raw,width=16,height=16 ! "
+      "gpufanout name=f devices=0,1 staging=never gpufanin name=i ! "
+      "fakesink name=out "
+      "f.src_0 ! gpufantestgpuid name=a ! gpufantestgpuid name=u gpu-id=1 ! "
+      "gpufantestcudaid name=c0 cuda-device-id=1 ! i.sink_0 "
+      "f.src_1 ! ( name=inner queue ! gpufantestgpuid name=b ! "
+      "gpufantestcudaid name=c ) ! i.sink_1");
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_EQ(DeviceOf(p.element("a"), "gpu-id"), 0);
+  EXPECT_EQ(DeviceOf(p.element("u"), "gpu-id"), 1) << "the user's choice";
+  EXPECT_EQ(DeviceOf(p.element("c0"), "cuda-device-id"), 1);
+  GstElement *inner = p.element("inner");
+  ASSERT_NE(inner, nullptr);
+  GstElement *b = gst_bin_get_by_name(GST_BIN(inner), "b");
+  GstElement *c = gst_bin_get_by_name(GST_BIN(inner), "c");
+  ASSERT_TRUE(b != nullptr && c != nullptr);
+  EXPECT_EQ(DeviceOf(b, "gpu-id"), 1) << "left at its default: the lane's";
+  EXPECT_EQ(DeviceOf(c, "cuda-device-id"), -1) << "asks for a context";
+  gst_object_unref(b);
+  gst_object_unref(c);
+  EXPECT_EQ(FanoutWarningsWith(
+                p,
+                "Lane 0: u (gpufantestgpuid) has gpu-id=1 but its lane is "
+                "on GPU 0"),
+            1u);
+  EXPECT_EQ(FanoutWarningsWith(p,
+                               "Lane 0: c0 (gpufantestcudaid) has "
+                               "cuda-device-id=1 but its lane is on GPU 0"),
+            1u);
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_WARNING), 2u);
+  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, 20)) << out.Summary();
+  EXPECT_TRUE(p.Stop());
+}
+
+TEST_F(GpuFanBinFixedGpu, AnElementOfAnotherGpuInAHandWrittenLaneIsAnError) {
+  const std::string head =
+      "videotestsrc ! gpufanout name=f devices=0,1 staging=never gpufanin "
+      "name=i ! fakesink f.src_0 ! identity ! i.sink_0 f.src_1 ! ";
+  ExpectReadyFails(head + "gpufantestdec name=d ! i.sink_1",
+                   "Lane 1's branch cannot run on its GPU: d (gpufantestdec) "
+                   "runs on GPU 0 only, and its lane is on GPU 1: use "
+                   "gpufantestdevice1dec in that lane");
+  ExpectReadyFails(
+      head + "queue ! gpufantestonlydec name=d ! i.sink_1",
+      "d (gpufantestonlydec) runs on GPU 0 only, and its lane is "
+      "on GPU 1: no element of its family is registered for GPU 1");
+}
+
+// A lane linked while the stream runs is bound when gpufanin claims it,
+// before its first frame; an element fixed to another GPU there stops the
+// stream with the same clear error.
+TEST_F(GpuFanBinFixedGpu, ALaneLinkedWhilePlayingIsBound) {
+  const std::string line =
+      "videotestsrc name=src num-buffers=200 ! "
+      "video/x-raw,width=16,height=16 ! gpufanout name=f devices=auto "
+      "staging=never policy=round-robin gpufanin name=i ! fakesink name=out "
+      "f.src_0 ! identity ! i.sink_0";
+  {
+    LaunchedPipeline p(line);
+    ASSERT_TRUE(p.ok());
+    AddLaneAt add{&p, 10, "gpufantestgpuid"};
+    p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, AddLaneAt::Probe, &add);
+    p.Stamp("src", "src");
+    RecordLog& out = p.Record("out", "sink");
+    ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+    ASSERT_NE(p.element("late"), nullptr);
+    EXPECT_EQ(DeviceOf(p.element("late"), "gpu-id"), 1)
+        << "devices=auto put the second lane on GPU 1";
+    EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, 200)) << out.Summary();
+    EXPECT_TRUE(p.Stop());
+  }
+  LaunchedPipeline p(line);
+  ASSERT_TRUE(p.ok());
+  AddLaneAt add{&p, 10, "gpufantestdec"};
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, AddLaneAt::Probe, &add);
+  ASSERT_TRUE(p.Play());
+  GstMessage *err = p.bus().WaitForType(GST_MESSAGE_ERROR);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(BusLog::ErrorText(err).find(
+                "Lane 1's branch cannot run on its GPU: late (gpufantestdec) "
+                "runs on GPU 0 only, and its lane is on GPU 1: use "
+                "gpufantestdevice1dec"),
+            std::string::npos)
+      << BusLog::ErrorText(err);
+  EXPECT_TRUE(p.Stop());
+}
+
+// gpufanbin binds each lane's instance before it starts: `gpu-id` follows.
+TEST_F(GpuFanBinFixedGpu, GpufanbinSetsGpuIdBeforeTheBranchStarts) {
+  LaunchedPipeline p(
+      "videotestsrc num-buffers=20 ! gpufanbin name=bin devices=0,1 "
+      "staging=never branch=\"gpufantestgpuid name=g\" ! fakesink name=out");
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(gst_element_set_state(p.get(), GST_STATE_READY),
+            GST_STATE_CHANGE_SUCCESS);
+  for (gint lane = 0; lane < 2; lane++) {
+    GstElement *branch = gst_bin_get_by_name(
+        GST_BIN(p.element("bin")), ("lane" + std::to_string(lane)).c_str());
+    ASSERT_NE(branch, nullptr);
+    GstElement *g = gst_bin_get_by_name(GST_BIN(branch), "g");
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(DeviceOf(g, "gpu-id"), lane);
+    gst_object_unref(g);
+    gst_object_unref(branch);
+  }
+  EXPECT_TRUE(p.Stop());
 }
 
 // ------------------------------------------------- on-lane-error (issue 12)

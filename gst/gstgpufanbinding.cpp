@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Binding a lane's branch to the lane's GPU (see gstgpufanbinding.h). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanbinding.h"
+
+#include <regex>
+#include <set>
+
+#include "gstgpufanin.h"
+#include "gstgpufanout.h"
+
+/* Elements a walk visits at most: a branch is a handful; this only ends a
+ * walk through a pathological graph. */
+static constexpr size_t kMaxBranchElements = 512;
+
+gint
+gst_gpufan_fixed_cuda_device (GstElementFactory * factory)
+{
+  GstPluginFeature * loaded
+      = gst_plugin_feature_load (GST_PLUGIN_FEATURE (factory));
+  if (!loaded)
+    return -1;
+  const GType type
+      = gst_element_factory_get_element_type (GST_ELEMENT_FACTORY (loaded));
+  gst_object_unref (loaded);
+  if (type == G_TYPE_INVALID)
+    return -1;
+  GObjectClass * klass = G_OBJECT_CLASS (g_type_class_ref (type));
+  GParamSpec * p = g_object_class_find_property (klass, "cuda-device-id");
+  gint device = -1;
+  if (p && !(p->flags & G_PARAM_WRITABLE)) {
+    if (G_IS_PARAM_SPEC_UINT (p))
+      device = (gint)G_PARAM_SPEC_UINT (p)->default_value;
+    else if (G_IS_PARAM_SPEC_INT (p))
+      device = G_PARAM_SPEC_INT (p)->default_value;
+  }
+  g_type_class_unref (klass);
+  return device;
+}
+
+/* nvcodec's family name of a per-GPU factory: "nvh264device1dec" and
+ * "nvh264dec" are both "nvh264dec". */
+static std::string
+factory_family (const std::string & name)
+{
+  static const std::regex device_part ("device[0-9]+");
+  return std::regex_replace (name, device_part, "");
+}
+
+std::string
+gst_gpufan_factory_for_gpu (const std::string & name, gint gpu)
+{
+  const std::string family = factory_family (name);
+  GList * factories
+      = gst_element_factory_list_get_elements (GST_ELEMENT_FACTORY_TYPE_ANY,
+          GST_RANK_NONE);
+  std::string found;
+  for (GList * l = factories; l && found.empty (); l = l->next) {
+    GstElementFactory * f = GST_ELEMENT_FACTORY (l->data);
+    const std::string candidate = GST_OBJECT_NAME (f);
+    if (factory_family (candidate) == family
+        && gst_gpufan_fixed_cuda_device (f) == gpu)
+      found = candidate;
+  }
+  gst_plugin_feature_list_free (factories);
+  return found;
+}
+
+/* An integer property's value and default as gint64; false when @element has
+ * no such writable integer property. */
+static bool
+writable_integer (GstElement * element, const char * name, gint64 * value,
+    gint64 * default_value)
+{
+  GParamSpec * p
+      = g_object_class_find_property (G_OBJECT_GET_CLASS (element), name);
+  if (!p || !(p->flags & G_PARAM_WRITABLE) || !(p->flags & G_PARAM_READABLE))
+    return false;
+  GValue v = G_VALUE_INIT;
+  g_value_init (&v, p->value_type);
+  g_object_get_property (G_OBJECT (element), name, &v);
+  bool ok = true;
+  if (G_IS_PARAM_SPEC_INT (p)) {
+    *value = g_value_get_int (&v);
+    *default_value = G_PARAM_SPEC_INT (p)->default_value;
+  } else if (G_IS_PARAM_SPEC_UINT (p)) {
+    *value = g_value_get_uint (&v);
+    *default_value = G_PARAM_SPEC_UINT (p)->default_value;
+  } else {
+    ok = false;
+  }
+  g_value_unset (&v);
+  return ok;
+}
+
+/* Which GPU an element was bound to by us, + 1 (0: none yet). */
+static GQuark
+bound_quark (void)
+{
+  static GQuark quark = g_quark_from_static_string ("gpufan-bound-gpu");
+  return quark;
+}
+
+static std::string
+describe (GstElement * element)
+{
+  GstElementFactory * factory = gst_element_get_factory (element);
+  const std::string name = GST_OBJECT_NAME (element);
+  return factory ? name + " (" + GST_OBJECT_NAME (factory) + ")" : name;
+}
+
+GstGpuFanBinding
+gst_gpufan_bind_element (GstElement * element, gint gpu)
+{
+  GstGpuFanBinding result;
+  if (gpu < 0)
+    return result; /* a CPU lane: any GPU is as far as any other */
+  gpointer mark = GINT_TO_POINTER (gpu + 1);
+  if (g_object_get_qdata (G_OBJECT (element), bound_quark ()) == mark)
+    return result;
+
+  const std::string who = describe (element);
+  const std::string lane_gpu = "GPU " + std::to_string (gpu);
+  GstElementFactory * factory = gst_element_get_factory (element);
+  const gint fixed = factory ? gst_gpufan_fixed_cuda_device (factory) : -1;
+  if (fixed >= 0) {
+    if (fixed != gpu) {
+      const std::string instead
+          = gst_gpufan_factory_for_gpu (GST_OBJECT_NAME (factory), gpu);
+      result.error = who + " runs on GPU " + std::to_string (fixed)
+          + " only, and its lane is on " + lane_gpu
+          + (instead.empty ()
+                  ? ": no element of its family is registered for " + lane_gpu
+                  : ": use " + instead + " in that lane");
+    }
+    /* not marked: it is an error again at the next try */
+    return result;
+  }
+  g_object_set_qdata (G_OBJECT (element), bound_quark (), mark);
+
+  gint64 value, default_value;
+  if (writable_integer (element, "gpu-id", &value, &default_value)) {
+    if (value == default_value && value != gpu) {
+      g_object_set (element, "gpu-id", gpu, nullptr);
+      result.done = "set " + who + "'s gpu-id to " + std::to_string (gpu);
+    } else if (value != gpu) {
+      result.warning = who + " has gpu-id=" + std::to_string (value)
+          + " but its lane is on " + lane_gpu + ": it runs on GPU "
+          + std::to_string (value) + ", and its frames cross between the GPUs";
+    }
+  }
+  if (writable_integer (element, "cuda-device-id", &value, &default_value)) {
+    if (value == default_value)
+      result.done += std::string (result.done.empty () ? "" : "; ") + who
+          + " asks for a CUDA context and gets its lane's";
+    else if (value != gpu)
+      result.warning = who + " has cuda-device-id=" + std::to_string (value)
+          + " but its lane is on " + lane_gpu + ": it runs on GPU "
+          + std::to_string (value) + ", and its frames cross between the GPUs";
+  }
+  return result;
+}
+
+/* The pad data leaving @src enters: into a bin through its sink ghost pad's
+ * target, out of a bin through its src ghost pad's peer. A reference, or
+ * nullptr at an unlinked end. */
+static GstPad *
+next_sink_pad (GstPad * src)
+{
+  GstPad * pad = gst_pad_get_peer (src);
+  for (guint hops = 0; pad && hops < kMaxBranchElements; hops++) {
+    GstPad * next;
+    if (GST_IS_GHOST_PAD (pad)) { /* a bin's sink: go inside */
+      next = gst_ghost_pad_get_target (GST_GHOST_PAD (pad));
+    } else if (GST_IS_PROXY_PAD (pad)) { /* inside a bin's src: go out */
+      GstProxyPad * ghost = gst_proxy_pad_get_internal (GST_PROXY_PAD (pad));
+      next = ghost ? gst_pad_get_peer (GST_PAD (ghost)) : nullptr;
+      if (ghost)
+        gst_object_unref (ghost);
+    } else {
+      return pad;
+    }
+    gst_object_unref (pad);
+    pad = next;
+  }
+  if (pad)
+    gst_object_unref (pad);
+  return nullptr;
+}
+
+std::vector<GstElement *>
+gst_gpufan_elements_downstream (GstPad * src)
+{
+  std::vector<GstElement *> found;
+  std::set<GstElement *> seen;
+  std::vector<GstPad *> to_follow{ GST_PAD (gst_object_ref (src)) };
+  while (!to_follow.empty () && found.size () < kMaxBranchElements) {
+    GstPad * from = to_follow.front ();
+    to_follow.erase (to_follow.begin ());
+    GstPad * into = next_sink_pad (from);
+    gst_object_unref (from);
+    GstElement * element = into ? gst_pad_get_parent_element (into) : nullptr;
+    g_clear_object (&into);
+    if (!element)
+      continue;
+    if (GST_IS_GPUFAN_IN (element) || GST_IS_GPUFAN_OUT (element)
+        || !seen.insert (element).second) {
+      gst_object_unref (element);
+      continue;
+    }
+    found.push_back (element);
+    GstIterator * it = gst_element_iterate_src_pads (element);
+    GValue item = G_VALUE_INIT;
+    while (gst_iterator_next (it, &item) == GST_ITERATOR_OK) {
+      to_follow.push_back (GST_PAD (g_value_dup_object (&item)));
+      g_value_reset (&item);
+    }
+    g_value_unset (&item);
+    gst_iterator_free (it);
+  }
+  for (GstPad * pad : to_follow)
+    gst_object_unref (pad);
+  return found;
+}
+
+std::vector<GstElement *>
+gst_gpufan_elements_in_bin (GstBin * bin)
+{
+  std::vector<GstElement *> found;
+  GstIterator * it = gst_bin_iterate_recurse (bin);
+  GValue item = G_VALUE_INIT;
+  GstIteratorResult r;
+  while ((r = gst_iterator_next (it, &item)) != GST_ITERATOR_DONE
+      && r != GST_ITERATOR_ERROR) {
+    if (r == GST_ITERATOR_RESYNC) {
+      for (GstElement * e : found)
+        gst_object_unref (e);
+      found.clear ();
+      gst_iterator_resync (it);
+      continue;
+    }
+    found.push_back (GST_ELEMENT (g_value_dup_object (&item)));
+    g_value_reset (&item);
+  }
+  g_value_unset (&item);
+  gst_iterator_free (it);
+  return found;
+}
