@@ -6,6 +6,7 @@
 
 #include "gstgpufanbinding.h"
 
+#include <deque>
 #include <regex>
 #include <set>
 
@@ -164,44 +165,47 @@ gst_gpufan_bind_element (GstElement * element, gint gpu)
   return result;
 }
 
-/* The pad data leaving @src enters: into a bin through its sink ghost pad's
- * target, out of a bin through its src ghost pad's peer. A reference, or
- * nullptr at an unlinked end. */
+/* The pad of the next element that @pad's peer leads to, through bins:
+ * into a bin through its ghost pad's target, out of one through the ghost
+ * pad whose internal pad is met. Works both ways (from a src pad downstream,
+ * from a sink pad upstream). A reference, or nullptr at an unlinked end. */
 static GstPad *
-next_sink_pad (GstPad * src)
+next_element_pad (GstPad * pad)
 {
-  GstPad * pad = gst_pad_get_peer (src);
-  for (guint hops = 0; pad && hops < kMaxBranchElements; hops++) {
+  GstPad * at = gst_pad_get_peer (pad);
+  for (guint hops = 0; at && hops < kMaxBranchElements; hops++) {
     GstPad * next;
-    if (GST_IS_GHOST_PAD (pad)) { /* a bin's sink: go inside */
-      next = gst_ghost_pad_get_target (GST_GHOST_PAD (pad));
-    } else if (GST_IS_PROXY_PAD (pad)) { /* inside a bin's src: go out */
-      GstProxyPad * ghost = gst_proxy_pad_get_internal (GST_PROXY_PAD (pad));
+    if (GST_IS_GHOST_PAD (at)) { /* a bin's pad: go inside */
+      next = gst_ghost_pad_get_target (GST_GHOST_PAD (at));
+    } else if (GST_IS_PROXY_PAD (at)) { /* inside a bin's pad: go out */
+      GstProxyPad * ghost = gst_proxy_pad_get_internal (GST_PROXY_PAD (at));
       next = ghost ? gst_pad_get_peer (GST_PAD (ghost)) : nullptr;
       if (ghost)
         gst_object_unref (ghost);
     } else {
-      return pad;
+      return at;
     }
-    gst_object_unref (pad);
-    pad = next;
+    gst_object_unref (at);
+    at = next;
   }
-  if (pad)
-    gst_object_unref (pad);
+  if (at)
+    gst_object_unref (at);
   return nullptr;
 }
 
-std::vector<GstElement *>
-gst_gpufan_elements_downstream (GstPad * src)
+/* The elements met from @from on, away from its element, nearest first. */
+static std::vector<GstElement *>
+elements_along (GstPad * from)
 {
+  const bool downstream = GST_PAD_IS_SRC (from);
   std::vector<GstElement *> found;
   std::set<GstElement *> seen;
-  std::vector<GstPad *> to_follow{ GST_PAD (gst_object_ref (src)) };
+  std::deque<GstPad *> to_follow{ GST_PAD (gst_object_ref (from)) };
   while (!to_follow.empty () && found.size () < kMaxBranchElements) {
-    GstPad * from = to_follow.front ();
-    to_follow.erase (to_follow.begin ());
-    GstPad * into = next_sink_pad (from);
-    gst_object_unref (from);
+    GstPad * pad = to_follow.front ();
+    to_follow.pop_front ();
+    GstPad * into = next_element_pad (pad);
+    gst_object_unref (pad);
     GstElement * element = into ? gst_pad_get_parent_element (into) : nullptr;
     g_clear_object (&into);
     if (!element)
@@ -212,7 +216,8 @@ gst_gpufan_elements_downstream (GstPad * src)
       continue;
     }
     found.push_back (element);
-    GstIterator * it = gst_element_iterate_src_pads (element);
+    GstIterator * it = downstream ? gst_element_iterate_src_pads (element)
+                                  : gst_element_iterate_sink_pads (element);
     GValue item = G_VALUE_INIT;
     while (gst_iterator_next (it, &item) == GST_ITERATOR_OK) {
       to_follow.push_back (GST_PAD (g_value_dup_object (&item)));
@@ -224,6 +229,33 @@ gst_gpufan_elements_downstream (GstPad * src)
   for (GstPad * pad : to_follow)
     gst_object_unref (pad);
   return found;
+}
+
+std::vector<GstElement *>
+gst_gpufan_elements_downstream (GstPad * src)
+{
+  return elements_along (src);
+}
+
+gint
+gst_gpufan_upstream_cuda_device (GstPad * sink, std::string * who)
+{
+  gint device = -2;
+  for (GstElement * element : elements_along (sink)) {
+    gint64 value, default_value;
+    GParamSpec * p = g_object_class_find_property (G_OBJECT_GET_CLASS (element),
+        "cuda-device-id");
+    if (device == -2 && p) {
+      if (writable_integer (element, "cuda-device-id", &value, &default_value))
+        device = (gint)value;
+      else if (GstElementFactory * f = gst_element_get_factory (element))
+        device = gst_gpufan_fixed_cuda_device (f);
+      if (device != -2)
+        *who = describe (element);
+    }
+    gst_object_unref (element);
+  }
+  return device;
 }
 
 std::vector<GstElement *>

@@ -43,5 +43,10 @@ GstGpuFanBinding gst_gpufan_bind_element (GstElement * element, gint gpu);
  * with a reference. At most a few hundred. */
 std::vector<GstElement *> gst_gpufan_elements_downstream (GstPad * src);
 
+/* The CUDA device of the nearest element upstream of @sink (through bins)
+ * that has a `cuda-device-id`, named in @who: its GPU, -1 when it asks for
+ * any (a writable one left at -1), -2 when there is none. */
+gint gst_gpufan_upstream_cuda_device (GstPad * sink, std::string * who);
+
 /* Every element inside @bin, recursively, each with a reference. */
 std::vector<GstElement *> gst_gpufan_elements_in_bin (GstBin * bin);

@@ -20,10 +20,19 @@ namespace {
  * CUcontext is a pointer and CUdevice an int. */
 typedef GstObject * (*NewWrappedFunc) (gpointer cu_context, int cu_device);
 typedef GstContext * (*NewGstContextFunc) (GstObject * cuda_context);
+typedef gboolean (*IsCudaMemoryFunc) (GstMemory * mem);
+
+/* The start of GstCudaMemory (gst/cuda/gstcudamemory.h, GStreamer 1.22):
+ * the memory's context follows the GstMemory. */
+struct CudaMemoryHead {
+  GstMemory mem;
+  GstObject * context; /* GstCudaContext */
+};
 
 struct GstCudaLibrary {
   NewWrappedFunc new_wrapped = nullptr;
   NewGstContextFunc new_gst_context = nullptr;
+  IsCudaMemoryFunc is_cuda_memory = nullptr; /* optional */
   std::string error;
 };
 
@@ -51,6 +60,9 @@ gst_cuda_library ()
       g_module_close (module);
       return;
     }
+    if (!g_module_symbol (module, "gst_is_cuda_memory",
+            (gpointer *)&lib.is_cuda_memory))
+      lib.is_cuda_memory = nullptr;
     /* kept open: its GstCudaContext type lives as long as the process */
     g_module_make_resident (module);
   });
@@ -96,6 +108,8 @@ device_gst_cuda_context (int ordinal, std::string * why_not)
     return nullptr;
   }
   gst_object_ref_sink (ctx);
+  /* kept for the life of the process, by design: not a leak */
+  GST_OBJECT_FLAG_SET (ctx, GST_OBJECT_FLAG_MAY_BE_LEAKED);
   entry.gst_context = ctx;
   GST_INFO ("GstCudaContext %" GST_PTR_FORMAT " for CUDA device %d", ctx,
       ordinal);
@@ -134,5 +148,41 @@ gst_gpufan_answer_cuda_context_query (GstQuery * query, int ordinal,
   GstContext * context = gst_cuda_library ().new_gst_context (cuda_ctx);
   gst_query_set_context (query, context);
   gst_context_unref (context);
+  return TRUE;
+}
+
+gboolean
+gst_gpufan_cuda_frame_context (GstBuffer * buffer, int ordinal,
+    std::string * why_not)
+{
+  const GstCudaLibrary & lib = gst_cuda_library ();
+  if (!lib.is_cuda_memory || gst_buffer_n_memory (buffer) == 0)
+    return FALSE;
+  GstMemory * mem = gst_buffer_peek_memory (buffer, 0);
+  if (!lib.is_cuda_memory (mem))
+    return FALSE;
+  GstObject * context = reinterpret_cast<CudaMemoryHead *> (mem)->context;
+  guint device = 0;
+  if (context)
+    g_object_get (context, "cuda-device-id", &device, nullptr);
+  GstObject * lanes = nullptr;
+  {
+    std::lock_guard<std::mutex> lk (contexts_lock);
+    auto it = contexts.find (ordinal);
+    if (it != contexts.end ())
+      lanes = it->second.gst_context;
+  }
+  why_not->clear ();
+  if (context && context == lanes)
+    return TRUE;
+  if ((int)device != ordinal)
+    *why_not = "they are in GPU " + std::to_string (device)
+        + "'s memory and the lane is on GPU " + std::to_string (ordinal)
+        + ": its elements read them across the GPUs or through the host";
+  else
+    *why_not = "they are in a CUDA context of GPU " + std::to_string (device)
+        + " that upstream made for itself (it did not ask the fan-out for "
+          "one, or was given one by the application), not in the lanes' "
+          "context of that GPU: they cross between the contexts";
   return TRUE;
 }

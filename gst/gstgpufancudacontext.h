@@ -23,3 +23,11 @@ gboolean gst_gpufan_answer_cuda_context_query (GstQuery * query, int ordinal,
 
 /* TRUE when @query asks for a `gst.cuda.context`. */
 gboolean gst_gpufan_is_cuda_context_query (GstQuery * query);
+
+/* For a frame reaching a lane on GPU @ordinal: FALSE when @buffer is not in
+ * CUDA memory (or gstreamer-cuda is not there). Else TRUE, with @why_not
+ * empty when the frame is in the context the lanes of that GPU use (so it
+ * is used in place), or saying why it is not (another GPU's memory, a
+ * context upstream made for itself). */
+gboolean gst_gpufan_cuda_frame_context (GstBuffer * buffer, int ordinal,
+    std::string * why_not);

@@ -8,6 +8,8 @@
 
 #include "gstgpufanout-private.h"
 
+#include "gstgpufancudacontext.h"
+
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 using namespace fanout;
@@ -292,6 +294,11 @@ gst_gpufan_out_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
       return aggregate_allocation (self, query);
     case GST_QUERY_DRAIN:
       return drain_all_lanes (self, query);
+    case GST_QUERY_CONTEXT:
+      if (gst_gpufan_is_cuda_context_query (query)
+          && answer_upstream_cuda_context_query (self, pad, query))
+        return TRUE;
+      return gst_pad_query_default (pad, parent, query);
     default:
       return gst_pad_query_default (pad, parent, query);
   }

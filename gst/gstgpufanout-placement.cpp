@@ -8,6 +8,8 @@
 
 #include "gstgpufanout-private.h"
 
+#include <algorithm>
+
 #include "gstgpufanbinding.h"
 #include "gstgpufancudacontext.h"
 #include "gstgpufandevices.h"
@@ -79,6 +81,7 @@ apply_placement (GstGpuFanOut * self, const LanePtr & lane,
 
   lane->device = device;
   lane->placed = true;
+  lane->context_checked = false;
   self->priv->session->SetLaneDevice (lane->id, device);
   self->priv->session->SetLaneInfo (lane->id, std::move (info));
   GST_INFO_OBJECT (lane->pad, "lane %u on %s", lane->id,
@@ -254,9 +257,37 @@ fanout::bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane)
  * is. Frames in device memory (caps features other than system memory:
  * CUDA, GL, DMABuf) are left alone. On the lane's thread, without the lane
  * lock (the item is popped and the lane busy). */
+/* Once per placement, on a GPU lane's first frame: if it is in CUDA memory,
+ * says in the log whether it is used in place (it is in the lanes' context
+ * of the lane's GPU) or why not. */
+static void
+note_frame_context (const LanePtr & lane, GstBuffer * buffer)
+{
+  if (lane->context_checked.load (std::memory_order_relaxed))
+    return;
+  lane->context_checked = true;
+  gint gpu = -1;
+  {
+    std::lock_guard<gpufan::Mutex> lk (lane->element->priv->lanes_lock);
+    if (lane->device.kind == gpufan::DeviceKind::kCuda)
+      gpu = lane->device.index;
+  }
+  std::string why_not;
+  if (gpu < 0 || !gst_gpufan_cuda_frame_context (buffer, gpu, &why_not))
+    return; /* not a GPU lane, or not a frame in CUDA memory */
+  if (why_not.empty ())
+    GST_INFO_OBJECT (lane->pad,
+        "frames in the lanes' CUDA context of GPU %d: used in place", gpu);
+  else
+    GST_INFO_OBJECT (lane->pad, "frames not in the lane's CUDA context: %s",
+        why_not.c_str ());
+}
+
 void
 fanout::stage_item (const LanePtr & lane, QueuedItem & item)
 {
+  if (item.kind == ItemKind::kBuffer)
+    note_frame_context (lane, GST_BUFFER_CAST (item.obj));
   if (!lane->stages.load (std::memory_order_relaxed))
     return;
   GstAllocator * allocator = nullptr;
@@ -317,6 +348,46 @@ fanout::answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
     return FALSE;
   }
   GST_DEBUG_OBJECT (pad, "gave the branch CUDA device %d", device.index);
+  return TRUE;
+}
+
+gboolean
+fanout::answer_upstream_cuda_context_query (GstGpuFanOut * self, GstPad * sink,
+    GstQuery * query)
+{
+  std::string who;
+  gint device = gst_gpufan_upstream_cuda_device (sink, &who);
+  if (device == -2)
+    return FALSE;
+  std::vector<gint> lane_gpus; /* in lane order */
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
+    if (lane->placed && lane->device.kind == gpufan::DeviceKind::kCuda)
+      lane_gpus.push_back (lane->device.index);
+  }
+  if (device == -1) { /* it takes any GPU: the first lane's */
+    if (lane_gpus.empty ())
+      return FALSE;
+    device = lane_gpus.front ();
+  }
+  std::string why_not;
+  if (!gst_gpufan_answer_cuda_context_query (query, device, &why_not)) {
+    GST_INFO_OBJECT (self,
+        "upstream %s cannot share the lanes' CUDA context of GPU %d: %s",
+        who.c_str (), device, why_not.c_str ());
+    return FALSE;
+  }
+  if (std::find (lane_gpus.begin (), lane_gpus.end (), device)
+      != lane_gpus.end ())
+    GST_INFO_OBJECT (self,
+        "upstream %s shares GPU %d's context with the lanes there: its "
+        "frames reach them in place",
+        who.c_str (), device);
+  else
+    GST_INFO_OBJECT (self,
+        "upstream %s gets GPU %d's context, but no lane is on GPU %d: its "
+        "frames reach the lanes in another GPU's memory",
+        who.c_str (), device, device);
   return TRUE;
 }
 

@@ -312,6 +312,9 @@ struct Lane {
   /* staging.stage, also read without staging_lock: spares a lock per item
    * when the lane does not stage */
   std::atomic<bool> stages{ false };
+  /* The lane's first frame in CUDA memory was checked for the context it
+   * is in (note_frame_context); again after the next placement. */
+  std::atomic<bool> context_checked{ false };
 
   ~Lane ()
   {
@@ -593,6 +596,12 @@ gboolean place_all_lanes (GstGpuFanOut * self);
 gboolean bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane);
 void stage_item (const LanePtr & lane, QueuedItem & item);
 gboolean answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
+    GstQuery * query);
+/* An upstream element (a decoder) asks for a CUDA context: it gets the
+ * lanes' context of its GPU, so that its frames reach the lanes on that GPU
+ * in one context. FALSE when there is nothing to give (no CUDA element
+ * upstream, no GPU lane for one that takes any GPU, no gstreamer-cuda). */
+gboolean answer_upstream_cuda_context_query (GstGpuFanOut * self, GstPad * sink,
     GstQuery * query);
 void set_device_setting (GstGpuFanOut * self, guint prop_id,
     const GValue * value);

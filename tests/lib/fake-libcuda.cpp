@@ -8,6 +8,7 @@
 // gpufan_fake_cuda_* functions let tests look inside.
 // Thread-safety: one mutex around the shared state; the context stack is per
 // thread, as the driver's is.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +38,9 @@ constexpr int kInvalidContext = 201;
 constexpr int kInvalidHandle = 400;
 constexpr int kAlreadyRegistered = 712;
 constexpr int kNotRegistered = 713;
+constexpr int kPeerAccessUnsupported = 217;
+constexpr int kPeerAccessNotEnabled = 705;
+constexpr int kNotSupported = 801;
 constexpr size_t kTotal = size_t{16} << 30;
 constexpr int kDriverVersion = 12020;  // CUDA 12.2
 
@@ -46,6 +50,10 @@ int retains[kDevices] = {};                 // guarded by mutex
 std::set<void *> streams;                   // guarded by mutex
 std::vector<unsigned int> stream_flags;     // guarded by mutex; every create
 std::map<void *, unsigned int> registered;  // guarded by mutex; p -> flags
+// Contexts made by cuCtxCreate (GStreamer's gst_cuda_context_new) and not
+// destroyed, and how many were ever made.
+std::set<CUcontext> created;  // guarded by mutex
+int created_ever = 0;         // guarded by mutex
 // The context stack of each thread, as the driver keeps it. Not a
 // thread_local: the dynamic TLS of a dlopen'ed library is allocated and freed
 // inside ld.so, where ThreadSanitizer sees no order between one thread's use
@@ -124,6 +132,13 @@ FAKE_API int gpufan_fake_cuda_context_depth() {
   std::lock_guard<std::mutex> lock(mutex);
   const auto it = stacks.find(std::this_thread::get_id());
   return it == stacks.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+// How many contexts cuCtxCreate ever made (GstCudaContexts that did not
+// share the lanes' primary context).
+FAKE_API int gpufan_fake_cuda_created_contexts() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return created_ever;
 }
 
 // Makes DEVICE's contexts answer every call with CODE, as a device with a
@@ -226,6 +241,9 @@ FAKE_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *value = 0;  // default
       return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:  // GstCudaContext asks
+      *value = 512;
+      return CUDA_SUCCESS;
     default:
       return R(kInvalidValue);
   }
@@ -271,7 +289,8 @@ FAKE_API CUresult cuCtxPushCurrent_v2(CUcontext context) {
   if (context == nullptr)
     return R(kInvalidContext);
   std::lock_guard<std::mutex> lock(mutex);
-  if (retains[context->device] == 0)  // pushing a released context
+  // a released primary context, or a destroyed created one
+  if (retains[context->device] == 0 && created.count(context) == 0)
     return R(kInvalidContext);
   stacks[std::this_thread::get_id()].push_back(context);
   return CUDA_SUCCESS;
@@ -319,8 +338,12 @@ FAKE_API CUresult cuStreamDestroy_v2(CUstream stream) {
 }
 
 FAKE_API CUresult cuStreamSynchronize(CUstream stream) {
-  std::lock_guard<std::mutex> lock(mutex);
-  return streams.count(stream) != 0 ? CUDA_SUCCESS : R(kInvalidHandle);
+  return IsStream(stream) ? CUDA_SUCCESS : R(kInvalidHandle);
+}
+
+// GStreamer 1.22's loader takes the unversioned name.
+FAKE_API CUresult cuStreamDestroy(CUstream stream) {
+  return cuStreamDestroy_v2(stream);
 }
 
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytes,
@@ -413,4 +436,190 @@ FAKE_API CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
 FAKE_API CUresult cuEventDestroy_v2(CUevent event) {
   delete reinterpret_cast<Event *>(event);
   return CUDA_SUCCESS;
+}
+
+// --- What GStreamer's own CUDA library (libgstcuda-1.0, 1.22) loads ---
+// With these, the stand-in can also be libcuda.so.1 for libgstcuda and
+// nvcodec (through LD_LIBRARY_PATH, tests/lib/meson.build): cudaupload and
+// cudadownload then run, and frames in memory:CUDAMemory are host memory.
+// Kernels and GL interop are not there: they answer errors.
+
+// A context of its own, current on this thread, as the driver makes it.
+FAKE_API CUresult cuCtxCreate_v2(CUcontext *context, unsigned int,
+                                 CUdevice device) {
+  if (device < 0 || device >= kDevices)
+    return R(kInvalidDevice);
+  std::lock_guard<std::mutex> lock(mutex);
+  CUcontext made = new CUctx_st{device};
+  created.insert(made);
+  created_ever++;
+  stacks[std::this_thread::get_id()].push_back(made);
+  *context = made;
+  return CUDA_SUCCESS;
+}
+
+// Leaves no trace on the calling thread's stack, as the driver's does (1.22's
+// decoder probe pushes without popping where no codec is supported).
+FAKE_API CUresult cuCtxDestroy_v2(CUcontext context) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (created.erase(context) == 0)
+    return R(kInvalidContext);
+  const auto it = stacks.find(std::this_thread::get_id());
+  if (it != stacks.end()) {
+    std::vector<CUcontext>& stack = it->second;
+    stack.erase(std::remove(stack.begin(), stack.end(), context), stack.end());
+    if (stack.empty())
+      stacks.erase(it);
+  }
+  delete context;
+  return CUDA_SUCCESS;
+}
+
+// No peer access between the two devices: copies between them go through
+// the host.
+FAKE_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice device,
+                                        CUdevice peer) {
+  if (device < 0 || device >= kDevices || peer < 0 || peer >= kDevices)
+    return R(kInvalidDevice);
+  *can = 0;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) {
+  return R(kPeerAccessUnsupported);
+}
+
+FAKE_API CUresult cuCtxDisablePeerAccess(CUcontext) {
+  return R(kPeerAccessNotEnabled);
+}
+
+// Rows padded to 512 bytes, as a GPU's pitch is.
+FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr *ptr, size_t *pitch,
+                                     size_t width, size_t height,
+                                     unsigned int element_size) {
+  if (!HasContext())
+    return R(kInvalidContext);
+  if (element_size != 4 && element_size != 8 && element_size != 16)
+    return R(kInvalidValue);
+  const size_t padded = (width + 511) & ~size_t{511};
+  void *p = std::calloc(1, std::max<size_t>(padded * height, 1));
+  if (p == nullptr)
+    return R(2);  // CUDA_ERROR_OUT_OF_MEMORY
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  *pitch = padded;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
+  if (!HasContext())
+    return R(kInvalidContext);
+  *p = std::malloc(std::max<size_t>(bytes, 1));
+  return *p != nullptr ? CUDA_SUCCESS : R(2);
+}
+
+FAKE_API CUresult cuMemFreeHost(void *p) {
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *copy) {
+  if (!HasContext())
+    return R(kInvalidContext);
+  if (copy->srcMemoryType == CU_MEMORYTYPE_ARRAY ||
+      copy->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+    return R(kInvalidValue);
+  const auto *src =
+      copy->srcMemoryType == CU_MEMORYTYPE_HOST
+          ? static_cast<const unsigned char *>(copy->srcHost)
+          : reinterpret_cast<const unsigned char *>(copy->srcDevice);
+  auto *dst = copy->dstMemoryType == CU_MEMORYTYPE_HOST
+                  ? static_cast<unsigned char *>(copy->dstHost)
+                  : reinterpret_cast<unsigned char *>(copy->dstDevice);
+  if (src == nullptr || dst == nullptr || copy->WidthInBytes > copy->srcPitch ||
+      copy->WidthInBytes > copy->dstPitch)
+    return R(kInvalidValue);
+  for (size_t y = 0; y < copy->Height; y++)
+    std::memcpy(dst + (copy->dstY + y) * copy->dstPitch + copy->dstXInBytes,
+                src + (copy->srcY + y) * copy->srcPitch + copy->srcXInBytes,
+                copy->WidthInBytes);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy,
+                                     CUstream stream) {
+  if (!IsStream(stream))
+    return R(kInvalidHandle);
+  return cuMemcpy2D_v2(copy);
+}
+
+FAKE_API CUresult cuModuleLoadData(CUmodule *, const void *) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuModuleUnload(CUmodule) {
+  return R(kInvalidHandle);
+}
+
+FAKE_API CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *) {
+  return R(kInvalidHandle);
+}
+
+FAKE_API CUresult cuTexObjectCreate(void *, const void *, const void *,
+                                    const void *) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuTexObjectDestroy(unsigned long long) {
+  return R(kInvalidHandle);
+}
+
+FAKE_API CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int,
+                                 unsigned int, unsigned int, unsigned int,
+                                 unsigned int, unsigned int, CUstream, void **,
+                                 void **) {
+  return R(kInvalidHandle);
+}
+
+FAKE_API CUresult cuGraphicsMapResources(unsigned int, void *, CUstream) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsUnmapResources(unsigned int, void *, CUstream) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsResourceSetMapFlags_v2(void *, unsigned int) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsSubResourceGetMappedArray(void *, void *,
+                                                      unsigned int,
+                                                      unsigned int) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsResourceGetMappedPointer_v2(CUdeviceptr *, size_t *,
+                                                        void *) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsUnregisterResource(void *) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsGLRegisterImage(void *, unsigned int, unsigned int,
+                                            unsigned int) {
+  return R(kNotSupported);
+}
+
+FAKE_API CUresult cuGraphicsGLRegisterBuffer(void *, unsigned int,
+                                             unsigned int) {
+  return R(kNotSupported);
+}
+
+// No GL context has a CUDA device behind it.
+FAKE_API CUresult cuGLGetDevices_v2(unsigned int *count, CUdevice *,
+                                    unsigned int, int) {
+  *count = 0;
+  return R(kNotSupported);
 }

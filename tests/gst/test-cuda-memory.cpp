@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Frames in GPU memory (memory:CUDAMemory) through gpufanout and gpufanin,
+// and one CUDA context per GPU for the whole pipeline, with GStreamer's own
+// CUDA elements (nvcodec's cudaupload and cudadownload). Run as
+// test-cuda-memory-fake over the stand-in driver's two GPUs
+// (tests/lib/driver on LD_LIBRARY_PATH, where libgstcuda finds it as
+// libcuda.so.1); on a machine with a GPU the same cases run on it, and
+// elsewhere they skip.
+#include <dlfcn.h>
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpufan-rig.h"
+#include "gst-test-util.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+bool HaveCudaElements() {
+  GstElementFactory *up = gst_element_factory_find("cudaupload");
+  GstElementFactory *down = gst_element_factory_find("cudadownload");
+  const bool have = up != nullptr && down != nullptr;
+  g_clear_object(&up);
+  g_clear_object(&down);
+  return have;
+}
+
+// The stand-in driver's count of contexts GStreamer made for itself
+// (cuCtxCreate), or -1 when the driver is a real one.
+int CreatedContexts() {
+  const char *path = g_getenv("GPUFAN_LIBCUDA");
+  void *library = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (library == nullptr)
+    return -1;
+  auto created = reinterpret_cast<int (*)()>(
+      dlsym(library, "gpufan_fake_cuda_created_contexts"));
+  dlclose(library);  // drops only the reference RTLD_NOLOAD took
+  return created ? created() : -1;
+}
+
+// Every frame reaching `element`.`pad`: its PTS and a hash of its bytes
+// (mapped for reading: a frame in CUDA memory is copied down to do it).
+struct FrameLog {
+  std::mutex lock;
+  std::vector<std::pair<GstClockTime, uint64_t>> frames;
+
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer data) {
+    auto *log = static_cast<FrameLog *>(data);
+    GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+    GstMapInfo map;
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a
+    if (gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+      for (gsize i = 0; i < map.size; i++)
+        hash = (hash ^ map.data[i]) * 1099511628211ull;
+      gst_buffer_unmap(buffer, &map);
+    } else {
+      hash = 0;
+    }
+    std::lock_guard<std::mutex> lk(log->lock);
+    log->frames.emplace_back(GST_BUFFER_PTS(buffer), hash);
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+// Plays `description` to EOS and returns the frames sink "out" got.
+std::vector<std::pair<GstClockTime, uint64_t>> Frames(
+    const std::string& description) {
+  SCOPED_TRACE(description);
+  LaunchedPipeline p(description);
+  EXPECT_TRUE(p.ok());
+  if (!p.ok())
+    return {};
+  FrameLog log;
+  p.AddProbe("out", "sink", GST_PAD_PROBE_TYPE_BUFFER, FrameLog::Probe, &log);
+  EXPECT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  EXPECT_TRUE(p.Stop());
+  std::lock_guard<std::mutex> lk(log.lock);
+  return log.frames;
+}
+
+constexpr int kFrames = 40;
+const std::string kSource =
+    "videotestsrc num-buffers=" + std::to_string(kFrames) +
+    " pattern=ball ! video/x-raw,format=NV12,width=64,height=48 ! ";
+
+class CudaMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveCudaElements())
+      GTEST_SKIP() << "no cudaupload/cudadownload (nvcodec found no CUDA "
+                      "device; test-cuda-memory-fake runs this over the "
+                      "stand-in driver)";
+  }
+};
+
+}  // namespace
+
+// memory:CUDAMemory caps negotiate through both elements: frames uploaded
+// upstream stay in CUDA memory through the lanes and out of gpufanin; the
+// output is the one-lane pipeline's, frame for frame, in order.
+TEST_F(CudaMemory, CudaFramesPassBothElementsInOrder) {
+  const auto reference =
+      Frames(kSource +
+             "cudaupload ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
+             "video/x-raw ! fakesink name=out");
+  ASSERT_EQ(reference.size(), static_cast<size_t>(kFrames));
+  for (const char *devices : {"0,0", "0,1"}) {
+    SCOPED_TRACE(devices);
+    const auto fanned = Frames(
+        kSource + "cudaupload ! video/x-raw(memory:CUDAMemory) ! " +
+        "gpufanout name=f staging=never devices=" + devices +
+        " gpufanin name=i ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
+        "video/x-raw ! fakesink name=out "
+        "f.src_0 ! queue ! i.sink_0 f.src_1 ! queue ! i.sink_1");
+    EXPECT_EQ(fanned, reference);
+  }
+}
+
+// A lane branch that works on the frames in CUDA memory (down to the host
+// and up again on the lane's context) keeps every frame, in order.
+TEST_F(CudaMemory, LanesWorkingOnCudaFramesKeepTheOrder) {
+  const auto reference =
+      Frames(kSource +
+             "cudaupload ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
+             "video/x-raw ! fakesink name=out");
+  const std::string lane =
+      "cudadownload ! video/x-raw ! cudaupload ! "
+      "video/x-raw(memory:CUDAMemory)";
+  const auto fanned =
+      Frames(kSource +
+             "cudaupload ! video/x-raw(memory:CUDAMemory) ! gpufanout name=f "
+             "staging=never devices=0,1 gpufanin name=i ! cudadownload ! "
+             "video/x-raw ! fakesink name=out f.src_0 ! " +
+             lane + " ! i.sink_0 f.src_1 ! " + lane + " ! i.sink_1");
+  EXPECT_EQ(fanned, reference);
+}
+
+// One CUDA context per GPU: an upstream CUDA element asks the fan-out for
+// one and gets the lanes' context of its own GPU, even where lane 0 is on
+// another GPU or no lane has a CUDA element. Without that answer, it made a
+// context of its own (cuCtxCreate), and its frames reached the lanes from
+// another context.
+TEST_F(CudaMemory, UpstreamSharesTheLanesContextOfItsGpu) {
+  if (CreatedContexts() < 0)
+    GTEST_SKIP() << "counts the stand-in driver's contexts";
+  for (const std::string lanes :
+       {"f.src_0 ! cudadownload ! cudaupload ! i.sink_0 "
+        "f.src_1 ! cudadownload ! cudaupload ! i.sink_1",
+        "f.src_0 ! queue ! i.sink_0 f.src_1 ! queue ! i.sink_1"}) {
+    SCOPED_TRACE(lanes);
+    const std::string description =
+        kSource +
+        "cudaupload cuda-device-id=0 ! video/x-raw(memory:CUDAMemory) ! "
+        "gpufanout name=f staging=never devices=1,0 gpufanin name=i ! "
+        "cudadownload ! video/x-raw ! fakesink name=out " +
+        lanes;
+    LaunchedPipeline p(description);
+    ASSERT_TRUE(p.ok());
+    const int before = CreatedContexts();  // nvcodec's loading made some
+    FrameLog log;
+    p.AddProbe("out", "sink", GST_PAD_PROBE_TYPE_BUFFER, FrameLog::Probe, &log);
+    ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+    EXPECT_EQ(CreatedContexts() - before, 0)
+        << "an element made a CUDA context of its own";
+    EXPECT_EQ(log.frames.size(), static_cast<size_t>(kFrames));
+    EXPECT_TRUE(p.Stop());
+  }
+}
+
+namespace {
+
+// The messages of debug category `category` at `level` and above, while
+// alive.
+class DebugLog {
+ public:
+  DebugLog(const char *category, GstDebugLevel level) : category_(category) {
+    gst_debug_set_threshold_for_name(category, level);
+    gst_debug_add_log_function(&DebugLog::Log, this, nullptr);
+  }
+  ~DebugLog() {
+    gst_debug_remove_log_function_by_data(this);
+    gst_debug_set_threshold_for_name(category_.c_str(), GST_LEVEL_NONE);
+  }
+  DebugLog(const DebugLog&) = delete;
+  DebugLog& operator=(const DebugLog&) = delete;
+
+  size_t CountWith(const std::string& text) {
+    std::lock_guard<std::mutex> lk(lock_);
+    size_t n = 0;
+    for (const std::string& line : lines_)
+      n += line.find(text) != std::string::npos;
+    return n;
+  }
+
+ private:
+  static void Log(GstDebugCategory *category, GstDebugLevel, const gchar *,
+                  const gchar *, gint, GObject *, GstDebugMessage *message,
+                  gpointer data) {
+    auto *self = static_cast<DebugLog *>(data);
+    if (self->category_ != gst_debug_category_get_name(category))
+      return;
+    std::lock_guard<std::mutex> lk(self->lock_);
+    self->lines_.emplace_back(gst_debug_message_get(message));
+  }
+
+  const std::string category_;
+  std::mutex lock_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace
+
+// Each GPU lane says in the log whether its frames in CUDA memory are used
+// in place: those of its own GPU in the lanes' context are; those of
+// another GPU are not, and the log says why.
+TEST_F(CudaMemory, EachLaneSaysWhetherItsFramesAreUsedInPlace) {
+  DebugLog log("gpufanout", GST_LEVEL_INFO);
+  const auto frames =
+      Frames(kSource +
+             "cudaupload cuda-device-id=0 ! video/x-raw(memory:CUDAMemory) ! "
+             "gpufanout name=f staging=never devices=0,1 gpufanin name=i ! "
+             "cudadownload ! video/x-raw ! fakesink name=out "
+             "f.src_0 ! queue ! i.sink_0 f.src_1 ! queue ! i.sink_1");
+  EXPECT_EQ(frames.size(), static_cast<size_t>(kFrames));
+  EXPECT_EQ(log.CountWith("frames in the lanes' CUDA context of GPU 0: used "
+                          "in place"),
+            1u);
+  EXPECT_EQ(log.CountWith("frames not in the lane's CUDA context: they are in "
+                          "GPU 0's memory and the lane is on GPU 1"),
+            1u);
+}
