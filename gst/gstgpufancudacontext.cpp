@@ -2,6 +2,7 @@
 #include "gstgpufancudacontext.h"
 
 #include <gmodule.h>
+#include <gst/video/video.h>
 
 #include <map>
 #include <memory>
@@ -21,18 +22,25 @@ namespace {
 typedef GstObject * (*NewWrappedFunc) (gpointer cu_context, int cu_device);
 typedef GstContext * (*NewGstContextFunc) (GstObject * cuda_context);
 typedef gboolean (*IsCudaMemoryFunc) (GstMemory * mem);
+typedef GstBufferPool * (*CudaBufferPoolNewFunc) (GstObject * cuda_context);
 
 /* The start of GstCudaMemory (gst/cuda/gstcudamemory.h, GStreamer 1.22):
- * the memory's context follows the GstMemory. */
+ * the memory's context, then the layout of the frame in it (pitched). */
 struct CudaMemoryHead {
   GstMemory mem;
   GstObject * context; /* GstCudaContext */
+  GstVideoInfo info;
 };
+
+/* gst/cuda/gstcudamemory.h: GST_MAP_CUDA, a map that gives the device
+ * pointer. */
+constexpr GstMapFlags kMapCuda = (GstMapFlags)(GST_MAP_FLAG_LAST << 1);
 
 struct GstCudaLibrary {
   NewWrappedFunc new_wrapped = nullptr;
   NewGstContextFunc new_gst_context = nullptr;
-  IsCudaMemoryFunc is_cuda_memory = nullptr; /* optional */
+  IsCudaMemoryFunc is_cuda_memory = nullptr;       /* optional */
+  CudaBufferPoolNewFunc buffer_pool_new = nullptr; /* optional */
   std::string error;
 };
 
@@ -61,8 +69,12 @@ gst_cuda_library ()
       return;
     }
     if (!g_module_symbol (module, "gst_is_cuda_memory",
-            (gpointer *)&lib.is_cuda_memory))
+            (gpointer *)&lib.is_cuda_memory)
+        || !g_module_symbol (module, "gst_cuda_buffer_pool_new",
+            (gpointer *)&lib.buffer_pool_new)) {
       lib.is_cuda_memory = nullptr;
+      lib.buffer_pool_new = nullptr;
+    }
     /* kept open: its GstCudaContext type lives as long as the process */
     g_module_make_resident (module);
   });
@@ -151,20 +163,37 @@ gst_gpufan_answer_cuda_context_query (GstQuery * query, int ordinal,
   return TRUE;
 }
 
+/* The CUDA memory of a one-memory buffer, or nullptr. */
+static CudaMemoryHead *
+cuda_memory_of (GstBuffer * buffer)
+{
+  const GstCudaLibrary & lib = gst_cuda_library ();
+  if (!lib.is_cuda_memory || gst_buffer_n_memory (buffer) != 1)
+    return nullptr;
+  GstMemory * mem = gst_buffer_peek_memory (buffer, 0);
+  return lib.is_cuda_memory (mem) ? reinterpret_cast<CudaMemoryHead *> (mem)
+                                  : nullptr;
+}
+
+int
+gst_gpufan_cuda_frame_device (GstBuffer * buffer)
+{
+  CudaMemoryHead * mem = cuda_memory_of (buffer);
+  if (!mem || !mem->context)
+    return -1;
+  guint device = 0;
+  g_object_get (mem->context, "cuda-device-id", &device, nullptr);
+  return (int)device;
+}
+
 gboolean
 gst_gpufan_cuda_frame_context (GstBuffer * buffer, int ordinal,
     std::string * why_not)
 {
-  const GstCudaLibrary & lib = gst_cuda_library ();
-  if (!lib.is_cuda_memory || gst_buffer_n_memory (buffer) == 0)
+  CudaMemoryHead * mem = cuda_memory_of (buffer);
+  if (!mem)
     return FALSE;
-  GstMemory * mem = gst_buffer_peek_memory (buffer, 0);
-  if (!lib.is_cuda_memory (mem))
-    return FALSE;
-  GstObject * context = reinterpret_cast<CudaMemoryHead *> (mem)->context;
-  guint device = 0;
-  if (context)
-    g_object_get (context, "cuda-device-id", &device, nullptr);
+  const int device = gst_gpufan_cuda_frame_device (buffer);
   GstObject * lanes = nullptr;
   {
     std::lock_guard<std::mutex> lk (contexts_lock);
@@ -173,16 +202,148 @@ gst_gpufan_cuda_frame_context (GstBuffer * buffer, int ordinal,
       lanes = it->second.gst_context;
   }
   why_not->clear ();
-  if (context && context == lanes)
+  if (mem->context && mem->context == lanes)
     return TRUE;
-  if ((int)device != ordinal)
+  if (device != ordinal)
     *why_not = "they are in GPU " + std::to_string (device)
         + "'s memory and the lane is on GPU " + std::to_string (ordinal)
-        + ": its elements read them across the GPUs or through the host";
+        + ": each is copied to the lane's GPU (gpu-copies-* in the "
+          "statistics)";
   else
     *why_not = "they are in a CUDA context of GPU " + std::to_string (device)
         + " that upstream made for itself (it did not ask the fan-out for "
           "one, or was given one by the application), not in the lanes' "
           "context of that GPU: they cross between the contexts";
   return TRUE;
+}
+
+GstBufferPool *
+gst_gpufan_cuda_pool_new (int ordinal, GstCaps * caps, guint max_buffers,
+    std::string * why_not)
+{
+  const GstCudaLibrary & lib = gst_cuda_library ();
+  if (!lib.buffer_pool_new) {
+    *why_not
+        = lib.error.empty () ? "libgstcuda-1.0 has no buffer pool" : lib.error;
+    return nullptr;
+  }
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps (&info, caps)) {
+    *why_not = "caps without a video format";
+    return nullptr;
+  }
+  GstObject * context = device_gst_cuda_context (ordinal, why_not);
+  if (!context)
+    return nullptr;
+  GstBufferPool * pool = lib.buffer_pool_new (context);
+  GstStructure * config = gst_buffer_pool_get_config (pool);
+  gst_buffer_pool_config_set_params (config, caps, (guint)info.size, 0,
+      max_buffers);
+  gst_buffer_pool_config_add_option (config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  if (!gst_buffer_pool_set_config (pool, config)
+      || !gst_buffer_pool_set_active (pool, TRUE)) {
+    *why_not = "the CUDA buffer pool of GPU " + std::to_string (ordinal)
+        + " does not start";
+    gst_object_unref (pool);
+    return nullptr;
+  }
+  return pool;
+}
+
+/* @src's metadata on @dst, but for the video meta: @dst's pool gave it one
+ * that describes its own (pitched) layout. */
+static void
+copy_metadata (GstBuffer * dst, GstBuffer * src)
+{
+  gst_buffer_copy_into (dst, src,
+      (GstBufferCopyFlags)(GST_BUFFER_COPY_FLAGS | GST_BUFFER_COPY_TIMESTAMPS),
+      0, -1);
+  gst_buffer_foreach_meta (
+      src,
+      [] (GstBuffer * from, GstMeta ** meta, gpointer data) -> gboolean {
+        const GstMetaInfo * info = (*meta)->info;
+        if (info->api == GST_VIDEO_META_API_TYPE || !info->transform_func)
+          return TRUE;
+        GstMetaTransformCopy copy = { FALSE, 0, (gsize)-1 };
+        info->transform_func (GST_BUFFER_CAST (data), *meta, from,
+            _gst_meta_transform_copy, &copy);
+        return TRUE;
+      },
+      dst);
+}
+
+/* The planes of a copy from @from to @to, both frames of one format. */
+static std::vector<gpufan::cuda::Plane2D>
+planes_of (const CudaMemoryHead * from, guintptr from_ptr,
+    const CudaMemoryHead * to, guintptr to_ptr)
+{
+  std::vector<gpufan::cuda::Plane2D> planes;
+  const GstVideoInfo * info = &from->info;
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES (info); p++) {
+    gint comps[GST_VIDEO_MAX_COMPONENTS];
+    gst_video_format_info_component (info->finfo, p, comps);
+    gpufan::cuda::Plane2D plane;
+    plane.src = from_ptr + GST_VIDEO_INFO_PLANE_OFFSET (info, p);
+    plane.src_pitch = (size_t)GST_VIDEO_INFO_PLANE_STRIDE (info, p);
+    plane.dst = to_ptr + GST_VIDEO_INFO_PLANE_OFFSET (&to->info, p);
+    plane.dst_pitch = (size_t)GST_VIDEO_INFO_PLANE_STRIDE (&to->info, p);
+    plane.width_bytes = (size_t)GST_VIDEO_INFO_COMP_WIDTH (info, comps[0])
+        * (size_t)GST_VIDEO_INFO_COMP_PSTRIDE (info, comps[0]);
+    plane.height = (size_t)GST_VIDEO_INFO_COMP_HEIGHT (info, comps[0]);
+    planes.push_back (plane);
+  }
+  return planes;
+}
+
+size_t
+gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, GstBuffer * dst, int to,
+    void * stream, GstMemory * host, std::string * error)
+{
+  CudaMemoryHead * in = cuda_memory_of (src);
+  CudaMemoryHead * out = cuda_memory_of (dst);
+  if (!in || !out
+      || GST_VIDEO_INFO_FORMAT (&in->info) != GST_VIDEO_INFO_FORMAT (&out->info)
+      || GST_VIDEO_INFO_N_PLANES (&in->info)
+          != GST_VIDEO_INFO_N_PLANES (&out->info)) {
+    *error = "the frames are not alike in CUDA memory";
+    return 0;
+  }
+  GstMapInfo src_map, dst_map, host_map;
+  if (!gst_memory_map (&in->mem, &src_map,
+          (GstMapFlags)(GST_MAP_READ | kMapCuda))) {
+    *error = "cannot map the frame on its GPU";
+    return 0;
+  }
+  if (!gst_memory_map (&out->mem, &dst_map,
+          (GstMapFlags)(GST_MAP_WRITE | kMapCuda))) {
+    gst_memory_unmap (&in->mem, &src_map);
+    *error = "cannot map the lane's frame on its GPU";
+    return 0;
+  }
+  const std::vector<gpufan::cuda::Plane2D> planes
+      = planes_of (in, (guintptr)src_map.data, out, (guintptr)dst_map.data);
+  const size_t bytes = gpufan::cuda::PlaneBytes (planes);
+  try {
+    if (!host) {
+      gpufan::cuda::CopyPlanesOnDevice (to, stream, planes);
+    } else if (gst_memory_map (host, &host_map, GST_MAP_WRITE)) {
+      const bool fits = host_map.size >= bytes;
+      if (fits)
+        gpufan::cuda::CopyPlanesViaHost (from, to, stream, host_map.data,
+            planes);
+      gst_memory_unmap (host, &host_map);
+      if (!fits)
+        *error = "the host buffer is too small";
+    } else {
+      *error = "cannot map the host buffer";
+    }
+  } catch (const std::exception & e) {
+    *error = e.what ();
+  }
+  gst_memory_unmap (&out->mem, &dst_map);
+  gst_memory_unmap (&in->mem, &src_map);
+  if (!error->empty ())
+    return 0;
+  copy_metadata (dst, src);
+  return bytes;
 }

@@ -31,3 +31,23 @@ gboolean gst_gpufan_is_cuda_context_query (GstQuery * query);
  * context upstream made for itself). */
 gboolean gst_gpufan_cuda_frame_context (GstBuffer * buffer, int ordinal,
     std::string * why_not);
+
+/* Frames in CUDA memory moved between GPUs (gpufanout's lanes):
+ *
+ * The GPU of @buffer's frame in CUDA memory, -1 when it is not in CUDA
+ * memory (or gstreamer-cuda is not there). */
+int gst_gpufan_cuda_frame_device (GstBuffer * buffer);
+
+/* An active pool of at most @max_buffers frames of @caps in the lanes'
+ * context of GPU @ordinal (GStreamer's GstCudaBufferPool); nullptr with
+ * @why_not set. */
+GstBufferPool * gst_gpufan_cuda_pool_new (int ordinal, GstCaps * caps,
+    guint max_buffers, std::string * why_not);
+
+/* Copies @src's frame (CUDA memory of GPU @from) into @dst (from a pool of
+ * gst_gpufan_cuda_pool_new for GPU @to), with @src's metadata: device to
+ * device when @host is nullptr (peer access on), else through the pinned
+ * host memory @host; on @stream of GPU @to, waited for. The bytes moved, or
+ * 0 with @error set. */
+size_t gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, GstBuffer * dst,
+    int to, void * stream, GstMemory * host, std::string * error);

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gpufan/cuda.h"
 #include "gpufan/device.h"
 #include "gpufan/mutex.h"
 #include "gpufan/placement.h"
@@ -315,12 +316,28 @@ struct Lane {
   /* The lane's first frame in CUDA memory was checked for the context it
    * is in (note_frame_context); again after the next placement. */
   std::atomic<bool> context_checked{ false };
+  /* The lane's GPU as placed, -1 for a CPU lane: read by its thread
+   * without lanes_lock. */
+  std::atomic<int> gpu{ -1 };
+  /* Frames in CUDA memory of another GPU are copied into this bounded pool
+   * of the lane's GPU (move_to_lane_gpu; the lane's thread only), made for
+   * the caps the lane last got. */
+  GstBufferPool * gpu_pool = nullptr;
+  GstCaps * gpu_pool_caps = nullptr;
+  gpufan::cuda::StreamPool::Stream gpu_stream;
+  bool gpu_copy_warned = false;
 
   ~Lane ()
   {
     gst_object_unref (pad);
     if (allocator)
       gst_object_unref (allocator);
+    if (gpu_pool) {
+      gst_buffer_pool_set_active (gpu_pool, FALSE);
+      gst_object_unref (gpu_pool);
+    }
+    if (gpu_pool_caps)
+      gst_caps_unref (gpu_pool_caps);
   }
 };
 

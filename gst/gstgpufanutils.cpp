@@ -403,6 +403,13 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
     gst_structure_set (s, "worker-thread", G_TYPE_STRING,
         l.worker_thread.c_str (), "copies", G_TYPE_UINT64, l.copies,
         "copies-skipped", G_TYPE_UINT64, l.copies_skipped, nullptr);
+  /* frames in GPU memory: how they reached the lane's GPU */
+  gst_structure_set (s, "gpu-in-place", G_TYPE_UINT64, l.gpu_in_place,
+      "gpu-copies-peer", G_TYPE_UINT64, l.gpu_copies_peer,
+      "gpu-copies-via-host", G_TYPE_UINT64, l.gpu_copies_via_host,
+      "gpu-copies-skipped", G_TYPE_UINT64, l.gpu_copies_skipped,
+      "gpu-copy-bytes", G_TYPE_UINT64, l.gpu_copy_bytes, "gpu-copy-time",
+      G_TYPE_UINT64, (guint64)MAX (l.gpu_copy_ns, 0), nullptr);
   if (l.has_host_pool) {
     const gpufan::HostPoolStats & p = l.host_pool;
     gst_structure_set (s, "pool-node", G_TYPE_INT, l.host_pool_node,

@@ -24,6 +24,13 @@ Error::Error(int code, std::string name, const std::string& description,
 
 Error::Error(const std::string& message) : std::runtime_error(message) {}
 
+size_t PlaneBytes(const std::vector<Plane2D>& planes) {
+  size_t bytes = 0;
+  for (const Plane2D& plane : planes)
+    bytes += plane.width_bytes * plane.height;
+  return bytes;
+}
+
 namespace {
 
 class HostPinner : public Pinner {

@@ -67,6 +67,10 @@ typedef CUresult CUDAAPI tcuMemHostUnregister(void *p);
 typedef CUresult CUDAAPI tcuEventElapsedTime(float *milliseconds, CUevent start,
                                              CUevent end);
 typedef CUresult CUDAAPI tcuDriverGetVersion(int *driver_version);
+typedef CUresult CUDAAPI tcuDeviceCanAccessPeer(int *can_access, CUdevice dev,
+                                                CUdevice peer);
+typedef CUresult CUDAAPI tcuCtxEnablePeerAccess(CUcontext peer,
+                                                unsigned int flags);
 
 // From cuda.h (driver API); not in dynlink_cuda.h.
 inline constexpr unsigned int kMemHostRegisterPortable = 0x01;
@@ -111,6 +115,10 @@ struct GPUFAN_API Driver {
   tcuMemcpyHtoD_v2 *cuMemcpyHtoD_v2 = nullptr;
   tcuMemcpyHtoDAsync_v2 *cuMemcpyHtoDAsync_v2 = nullptr;
   tcuMemcpyDtoDAsync_v2 *cuMemcpyDtoDAsync_v2 = nullptr;
+  tcuMemcpy2D_v2 *cuMemcpy2D_v2 = nullptr;
+  tcuMemcpy2DAsync_v2 *cuMemcpy2DAsync_v2 = nullptr;
+  tcuDeviceCanAccessPeer *cuDeviceCanAccessPeer = nullptr;
+  tcuCtxEnablePeerAccess *cuCtxEnablePeerAccess = nullptr;
   tcuEventCreate *cuEventCreate = nullptr;
   tcuEventRecord *cuEventRecord = nullptr;
   tcuEventSynchronize *cuEventSynchronize = nullptr;

@@ -100,6 +100,13 @@ std::unique_ptr<Driver> OpenDriver(const std::string& path,
               why_not) &&
       Resolve(lib, path, "cuMemcpyDtoDAsync_v2", &d.cuMemcpyDtoDAsync_v2,
               why_not) &&
+      Resolve(lib, path, "cuMemcpy2D_v2", &d.cuMemcpy2D_v2, why_not) &&
+      Resolve(lib, path, "cuMemcpy2DAsync_v2", &d.cuMemcpy2DAsync_v2,
+              why_not) &&
+      Resolve(lib, path, "cuDeviceCanAccessPeer", &d.cuDeviceCanAccessPeer,
+              why_not) &&
+      Resolve(lib, path, "cuCtxEnablePeerAccess", &d.cuCtxEnablePeerAccess,
+              why_not) &&
       Resolve(lib, path, "cuEventCreate", &d.cuEventCreate, why_not) &&
       Resolve(lib, path, "cuEventRecord", &d.cuEventRecord, why_not) &&
       Resolve(lib, path, "cuEventSynchronize", &d.cuEventSynchronize,

@@ -39,6 +39,18 @@ void UnregisterHost(void *) {
   throw Error(kNotBuilt);
 }
 
+bool EnablePeerAccess(int, int) {
+  return false;
+}
+
+void CopyPlanesOnDevice(int, void *, const std::vector<Plane2D>&) {
+  throw Error(kNotBuilt);
+}
+
+void CopyPlanesViaHost(int, int, void *, void *, const std::vector<Plane2D>&) {
+  throw Error(kNotBuilt);
+}
+
 std::shared_ptr<PrimaryContext> PrimaryContext::Retain(int) {
   throw Error(kNotBuilt);
 }

@@ -16,6 +16,9 @@
 namespace gpufan {
 namespace cuda {
 
+// cuda.h's CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED.
+constexpr int kPeerAccessAlreadyEnabled = 704;
+
 using internal::Driver;
 using internal::GlobalDriver;
 using internal::RequireDriver;
@@ -141,6 +144,115 @@ uint64_t FreeMemory(int ordinal) {
   size_t total = 0;
   GPUFAN_CU_CHECK(driver, cuMemGetInfo_v2(&free, &total));
   return free;
+}
+
+bool EnablePeerAccess(int ordinal, int peer) {
+  static std::mutex lock;
+  static std::map<std::pair<int, int>, bool> known;  // guarded by lock
+  const Driver *driver = GlobalDriver();
+  if (driver == nullptr)
+    return false;
+  std::lock_guard<std::mutex> lk(lock);
+  const auto it = known.find({ordinal, peer});
+  if (it != known.end())
+    return it->second;
+  bool on = false;
+  try {
+    const std::shared_ptr<PrimaryContext> mine =
+        PrimaryContext::Retain(ordinal);
+    const std::shared_ptr<PrimaryContext> theirs = PrimaryContext::Retain(peer);
+    int can = 0;
+    if (driver->cuDeviceCanAccessPeer(&can, mine->device(), theirs->device()) ==
+            CUDA_SUCCESS &&
+        can) {
+      PrimaryContext::ScopedPush push(*mine);
+      const CUresult result = driver->cuCtxEnablePeerAccess(
+          static_cast<CUcontext>(theirs->handle()), 0);
+      on = result == CUDA_SUCCESS ||
+           static_cast<int>(result) == kPeerAccessAlreadyEnabled;
+    }
+    // The contexts stay retained while peer access is on: releasing the
+    // last hold would take it back.
+    if (on) {
+      static std::vector<std::shared_ptr<PrimaryContext>> kept;
+      kept.push_back(mine);
+      kept.push_back(theirs);
+    }
+  } catch (const Error&) {
+    on = false;
+  }
+  known[{ordinal, peer}] = on;
+  return on;
+}
+
+namespace {
+
+CUDA_MEMCPY2D Copy2D(const Plane2D& plane, CUmemorytype src_type,
+                     const void *src_host, CUmemorytype dst_type,
+                     void *dst_host) {
+  CUDA_MEMCPY2D copy = {};
+  copy.srcMemoryType = src_type;
+  copy.srcHost = src_host;
+  copy.srcDevice = static_cast<CUdeviceptr>(plane.src);
+  copy.srcPitch = plane.src_pitch;
+  copy.dstMemoryType = dst_type;
+  copy.dstHost = dst_host;
+  copy.dstDevice = static_cast<CUdeviceptr>(plane.dst);
+  copy.dstPitch = plane.dst_pitch;
+  copy.WidthInBytes = plane.width_bytes;
+  copy.Height = plane.height;
+  return copy;
+}
+
+}  // namespace
+
+void CopyPlanesOnDevice(int ordinal, void *stream,
+                        const std::vector<Plane2D>& planes) {
+  const Driver& driver = RequireDriver();
+  const std::shared_ptr<PrimaryContext> context =
+      PrimaryContext::Retain(ordinal);
+  PrimaryContext::ScopedPush push(*context);
+  for (const Plane2D& plane : planes) {
+    const CUDA_MEMCPY2D copy = Copy2D(plane, CU_MEMORYTYPE_DEVICE, nullptr,
+                                      CU_MEMORYTYPE_DEVICE, nullptr);
+    GPUFAN_CU_CHECK(driver,
+                    cuMemcpy2DAsync_v2(&copy, static_cast<CUstream>(stream)));
+  }
+  GPUFAN_CU_CHECK(driver, cuStreamSynchronize(static_cast<CUstream>(stream)));
+}
+
+void CopyPlanesViaHost(int src_ordinal, int dst_ordinal, void *stream,
+                       void *host, const std::vector<Plane2D>& planes) {
+  const Driver& driver = RequireDriver();
+  auto *staged = static_cast<unsigned char *>(host);
+  {
+    const std::shared_ptr<PrimaryContext> source =
+        PrimaryContext::Retain(src_ordinal);
+    PrimaryContext::ScopedPush push(*source);
+    size_t at = 0;
+    for (const Plane2D& plane : planes) {
+      Plane2D down = plane;
+      down.dst_pitch = plane.width_bytes;  // packed rows in the host buffer
+      const CUDA_MEMCPY2D copy = Copy2D(down, CU_MEMORYTYPE_DEVICE, nullptr,
+                                        CU_MEMORYTYPE_HOST, staged + at);
+      GPUFAN_CU_CHECK(driver, cuMemcpy2D_v2(&copy));
+      at += plane.width_bytes * plane.height;
+    }
+  }
+  const std::shared_ptr<PrimaryContext> destination =
+      PrimaryContext::Retain(dst_ordinal);
+  PrimaryContext::ScopedPush push(*destination);
+  size_t at = 0;
+  for (const Plane2D& plane : planes) {
+    Plane2D up = plane;
+    up.src_pitch = plane.width_bytes;
+    const CUDA_MEMCPY2D copy = Copy2D(up, CU_MEMORYTYPE_HOST, staged + at,
+                                      CU_MEMORYTYPE_DEVICE, nullptr);
+    GPUFAN_CU_CHECK(driver,
+                    cuMemcpy2DAsync_v2(&copy, static_cast<CUstream>(stream)));
+    at += plane.width_bytes * plane.height;
+  }
+  GPUFAN_CU_CHECK(driver, cuStreamSynchronize(static_cast<CUstream>(stream)));
 }
 
 std::string StickyError(int ordinal) {

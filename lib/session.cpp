@@ -157,6 +157,31 @@ void Session::CountStaging(uint32_t lane, bool copied) {
   }
 }
 
+void Session::CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes,
+                            int64_t ns) {
+  std::lock_guard<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (l == nullptr)
+    return;
+  LaneStats& c = l->counters;
+  switch (path) {
+    case GpuCopyPath::kInPlace:
+      c.gpu_in_place++;
+      return;
+    case GpuCopyPath::kSkipped:
+      c.gpu_copies_skipped++;
+      return;
+    case GpuCopyPath::kPeer:
+      c.gpu_copies_peer++;
+      break;
+    case GpuCopyPath::kViaHost:
+      c.gpu_copies_via_host++;
+      break;
+  }
+  c.gpu_copy_bytes += bytes;
+  c.gpu_copy_ns += ns;
+}
+
 void Session::SetLaneEligible(uint32_t lane, bool eligible) {
   std::lock_guard<Mutex> lock(mutex_);
   if (Lane *l = FindLaneUnlocked(lane)) {

@@ -112,6 +112,43 @@ GPUFAN_API void UnregisterHost(void *p);
 // then gives NUMA-bound ordinary memory. Thread-safe.
 GPUFAN_API std::shared_ptr<Pinner> MakeHostPinner();
 
+// One plane of a 2D copy: `width_bytes` × `height` bytes from `src` (rows
+// `src_pitch` apart) to `dst` (rows `dst_pitch` apart). Device pointers
+// (CUdeviceptr values).
+struct Plane2D {
+  uint64_t src = 0;
+  size_t src_pitch = 0;
+  uint64_t dst = 0;
+  size_t dst_pitch = 0;
+  size_t width_bytes = 0;
+  size_t height = 0;
+};
+
+// The bytes `planes` move (width_bytes × height, summed).
+GPUFAN_API size_t PlaneBytes(const std::vector<Plane2D>& planes);
+
+// Whether GPU `ordinal` can read and write GPU `peer`'s memory directly
+// (cuDeviceCanAccessPeer); if it can, peer access is turned on in
+// `ordinal`'s primary context, once per pair per process. false when it
+// cannot, when either GPU cannot be opened, or with no driver; never throws.
+// Thread-safe.
+GPUFAN_API bool EnablePeerAccess(int ordinal, int peer);
+
+// Copies `planes` from device memory into device memory on `stream` (a stream
+// of GPU `ordinal`'s primary context; nullptr: its default stream) and waits
+// for them. A source on another GPU needs peer access on
+// (EnablePeerAccess(ordinal, source's GPU)). Throws Error. Thread-safe.
+GPUFAN_API void CopyPlanesOnDevice(int ordinal, void *stream,
+                                   const std::vector<Plane2D>& planes);
+
+// Copies `planes` from GPU `src_ordinal`'s memory into GPU `dst_ordinal`'s
+// through pinned host memory `host` (at least PlaneBytes(planes)): down to
+// the host in the source's primary context, then up on `stream` of the
+// destination's; waits for both. Throws Error. Thread-safe.
+GPUFAN_API void CopyPlanesViaHost(int src_ordinal, int dst_ordinal,
+                                  void *stream, void *host,
+                                  const std::vector<Plane2D>& planes);
+
 class GPUFAN_API PrimaryContext {
  public:
   // The device's context, shared with every other holder. The first holder

@@ -184,6 +184,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // The lane's worker copied a frame into its host pool (`copied`), or found
   // it had to and could not.
   void CountStaging(uint32_t lane, bool copied);
+  // A frame in GPU memory reached `lane` by `path`, moving `bytes` in `ns`.
+  void CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes = 0,
+                     int64_t ns = 0);
   // Ineligible lanes get no new items (unlinked, failed, ended, flushing).
   void SetLaneEligible(uint32_t lane, bool eligible);
   // A fan-in waits for the lane's items from now on.

@@ -82,10 +82,28 @@ struct LaneStats {
   std::string worker_thread;
   uint64_t copies = 0;          // frames copied into the lane's host pool
   uint64_t copies_skipped = 0;  // frames that could not be (pool full, ...)
+  // Frames in GPU memory (memory:CUDAMemory) the lane got (CountGpuFrame):
+  // already on its GPU (used in place), copied to it peer to peer or through
+  // pinned host memory, or let through uncopied (no pool buffer free, or the
+  // copy failed).
+  uint64_t gpu_in_place = 0;
+  uint64_t gpu_copies_peer = 0;
+  uint64_t gpu_copies_via_host = 0;
+  uint64_t gpu_copies_skipped = 0;
+  uint64_t gpu_copy_bytes = 0;
+  int64_t gpu_copy_ns = 0;
   bool has_host_pool = false;
   int host_pool_node = -1;  // the pool's NUMA node, -1: unknown
   bool host_pool_pins = false;
   HostPoolStats host_pool;  // read when the statistics were taken
+};
+
+// How a frame in GPU memory reached its lane's GPU (Session::CountGpuFrame).
+enum class GpuCopyPath {
+  kInPlace,  // it was there already: no copy
+  kPeer,     // device to device, with peer access
+  kViaHost,  // down to pinned host memory and up again
+  kSkipped,  // not copied (no pool buffer free, the copy failed)
 };
 
 struct SessionStats {

@@ -90,6 +90,13 @@ const std::string kSource =
     "videotestsrc num-buffers=" + std::to_string(kFrames) +
     " pattern=ball ! video/x-raw,format=NV12,width=64,height=48 ! ";
 
+// The frames of the pipeline without a fan: what every fanned one must give.
+std::vector<std::pair<GstClockTime, uint64_t>> OneLaneFrames() {
+  return Frames(kSource +
+                "cudaupload ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
+                "video/x-raw ! fakesink name=out");
+}
+
 class CudaMemory : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -106,10 +113,7 @@ class CudaMemory : public ::testing::Test {
 // upstream stay in CUDA memory through the lanes and out of gpufanin; the
 // output is the one-lane pipeline's, frame for frame, in order.
 TEST_F(CudaMemory, CudaFramesPassBothElementsInOrder) {
-  const auto reference =
-      Frames(kSource +
-             "cudaupload ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
-             "video/x-raw ! fakesink name=out");
+  const auto reference = OneLaneFrames();
   ASSERT_EQ(reference.size(), static_cast<size_t>(kFrames));
   for (const char *devices : {"0,0", "0,1"}) {
     SCOPED_TRACE(devices);
@@ -126,10 +130,7 @@ TEST_F(CudaMemory, CudaFramesPassBothElementsInOrder) {
 // A lane branch that works on the frames in CUDA memory (down to the host
 // and up again on the lane's context) keeps every frame, in order.
 TEST_F(CudaMemory, LanesWorkingOnCudaFramesKeepTheOrder) {
-  const auto reference =
-      Frames(kSource +
-             "cudaupload ! video/x-raw(memory:CUDAMemory) ! cudadownload ! "
-             "video/x-raw ! fakesink name=out");
+  const auto reference = OneLaneFrames();
   const std::string lane =
       "cudadownload ! video/x-raw ! cudaupload ! "
       "video/x-raw(memory:CUDAMemory)";
@@ -235,4 +236,103 @@ TEST_F(CudaMemory, EachLaneSaysWhetherItsFramesAreUsedInPlace) {
   EXPECT_EQ(log.CountWith("frames not in the lane's CUDA context: they are in "
                           "GPU 0's memory and the lane is on GPU 1"),
             1u);
+}
+
+namespace {
+
+guint64 LaneCount(const GstStructure *stats, guint lane, const char *field) {
+  const GValue *lanes = gst_structure_get_value(stats, "lanes");
+  if (lanes == nullptr || lane >= gst_value_array_get_size(lanes))
+    return G_MAXUINT64;
+  const GstStructure *l =
+      gst_value_get_structure(gst_value_array_get_value(lanes, lane));
+  guint64 v = G_MAXUINT64;
+  gst_structure_get_uint64(l, field, &v);
+  return v;
+}
+
+// Plays `description` (fan-out "f") to EOS; its statistics then, and the
+// frames sink "out" got.
+GstStructure *PlayForStats(
+    const std::string& description,
+    std::vector<std::pair<GstClockTime, uint64_t>> *got) {
+  SCOPED_TRACE(description);
+  LaunchedPipeline p(description);
+  EXPECT_TRUE(p.ok());
+  if (!p.ok())
+    return nullptr;
+  FrameLog log;
+  p.AddProbe("out", "sink", GST_PAD_PROBE_TYPE_BUFFER, FrameLog::Probe, &log);
+  EXPECT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+  GstStructure *stats = nullptr;
+  g_object_get(p.element("f"), "stats", &stats, nullptr);
+  EXPECT_TRUE(p.Stop());
+  std::lock_guard<std::mutex> lk(log.lock);
+  *got = log.frames;
+  return stats;
+}
+
+// NV12 64x48: the bytes of one frame's planes.
+constexpr guint64 kFrameBytes = 64 * 48 + 64 * 24;
+
+bool FakePeerAccess() {
+  const char *peer = g_getenv("GPUFAN_FAKE_CUDA_PEER");
+  return peer != nullptr && g_str_equal(peer, "1");
+}
+
+}  // namespace
+
+// A frame of GPU 0 reaching a lane on GPU 1 is copied into the lane's GPU:
+// device to device where the GPUs have peer access (test-cuda-memory-peer-
+// fake), through the lane's pinned host pool where they have not; a frame of
+// the lane's own GPU is used in place. Counted per lane, bytes and all, and
+// the output is the one-lane pipeline's, frame for frame.
+TEST_F(CudaMemory, FramesOfAnotherGpuAreCopiedToTheLanesGpu) {
+  if (CreatedContexts() < 0)
+    GTEST_SKIP() << "needs the stand-in driver's two GPUs";
+  const auto reference = OneLaneFrames();
+  std::vector<std::pair<GstClockTime, uint64_t>> got;
+  GstStructure *stats = PlayForStats(
+      kSource +
+          "cudaupload cuda-device-id=0 ! video/x-raw(memory:CUDAMemory) ! "
+          "gpufanout name=f devices=0,1 policy=round-robin gpufanin name=i ! "
+          "cudadownload ! video/x-raw ! fakesink name=out "
+          "f.src_0 ! queue ! i.sink_0 f.src_1 ! queue ! i.sink_1",
+      &got);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(got, reference);
+  const guint64 half = kFrames / 2;
+  EXPECT_EQ(LaneCount(stats, 0, "gpu-in-place"), half);
+  EXPECT_EQ(LaneCount(stats, 0, "gpu-copy-bytes"), 0u);
+  const bool peer = FakePeerAccess();
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-peer"), peer ? half : 0u);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-via-host"), peer ? 0u : half);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-skipped"), 0u);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copy-bytes"), half * kFrameBytes);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-in-place"), 0u);
+  gst_structure_free(stats);
+}
+
+// With no pinned host pool (host-pool-size=0) and no peer access there is
+// no way to copy: the frames go to the lane as they are, counted as
+// skipped, and the output is still complete and right.
+TEST_F(CudaMemory, AFrameThatCannotBeCopiedGoesAsItIs) {
+  if (CreatedContexts() < 0 || FakePeerAccess())
+    GTEST_SKIP() << "needs the stand-in driver's two GPUs, without peer "
+                    "access";
+  const auto reference = OneLaneFrames();
+  std::vector<std::pair<GstClockTime, uint64_t>> got;
+  GstStructure *stats = PlayForStats(
+      kSource +
+          "cudaupload cuda-device-id=0 ! video/x-raw(memory:CUDAMemory) ! "
+          "gpufanout name=f devices=1 host-pool-size=0 gpufanin name=i ! "
+          "cudadownload ! video/x-raw ! fakesink name=out "
+          "f.src_0 ! queue ! i.sink_0",
+      &got);
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(got, reference);
+  EXPECT_EQ(LaneCount(stats, 0, "gpu-copies-skipped"),
+            static_cast<guint64>(kFrames));
+  EXPECT_EQ(LaneCount(stats, 0, "gpu-copies-via-host"), 0u);
+  gst_structure_free(stats);
 }

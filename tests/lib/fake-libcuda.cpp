@@ -40,6 +40,7 @@ constexpr int kAlreadyRegistered = 712;
 constexpr int kNotRegistered = 713;
 constexpr int kPeerAccessUnsupported = 217;
 constexpr int kPeerAccessNotEnabled = 705;
+constexpr int kPeerAccessAlreadyEnabled = 704;
 constexpr int kNotSupported = 801;
 constexpr size_t kTotal = size_t{16} << 30;
 constexpr int kDriverVersion = 12020;  // CUDA 12.2
@@ -475,18 +476,36 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext context) {
   return CUDA_SUCCESS;
 }
 
-// No peer access between the two devices: copies between them go through
-// the host.
+// Peer access between the two devices only with $GPUFAN_FAKE_CUDA_PEER=1
+// (read once, at the first question): without it, copies between them go
+// through the host.
+bool PeerAccess() {
+  static const bool peer = [] {
+    const char *env = std::getenv("GPUFAN_FAKE_CUDA_PEER");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return peer;
+}
+
 FAKE_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice device,
                                         CUdevice peer) {
   if (device < 0 || device >= kDevices || peer < 0 || peer >= kDevices)
     return R(kInvalidDevice);
-  *can = 0;
+  *can = PeerAccess() && device != peer ? 1 : 0;
   return CUDA_SUCCESS;
 }
 
-FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext, unsigned int) {
-  return R(kPeerAccessUnsupported);
+// Turns on access from the current context to `peer`'s device, once.
+FAKE_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  if (!HasContext())
+    return R(kInvalidContext);
+  if (!PeerAccess() || peer == nullptr || flags != 0)
+    return R(kPeerAccessUnsupported);
+  std::lock_guard<std::mutex> lock(mutex);
+  static std::set<std::pair<CUcontext, CUcontext>> enabled;
+  const CUcontext mine = stacks[std::this_thread::get_id()].back();
+  return enabled.emplace(mine, peer).second ? CUDA_SUCCESS
+                                            : R(kPeerAccessAlreadyEnabled);
 }
 
 FAKE_API CUresult cuCtxDisablePeerAccess(CUcontext) {
