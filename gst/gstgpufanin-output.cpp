@@ -11,6 +11,9 @@
 
 #include "gstgpufanin-private.h"
 
+#include "gstgpufandevices.h"
+#include "gstgpufanhostmemory.h"
+
 #include <mutex>
 #include <optional>
 #include <string>
@@ -128,6 +131,50 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
   return GST_FLOW_OK;
 }
 
+/* output-device N: a frame in CUDA memory of another GPU is copied to GPU N
+ * (peer to peer, or through pinned memory of N's NUMA node), so that
+ * downstream sees one GPU. Counted in the Session's output-gpu-* fields.
+ * Under output_lock. */
+static void
+move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  const gint device = priv->output_device.load ();
+  if (device < 0)
+    return;
+  if (!priv->output_move || priv->output_move->gpu () != device) {
+    priv->output_move = std::make_unique<GstGpuFanGpuMove> (device);
+    gint node = -1;
+    for (const gpufan::Device & d : gst_gpufan_device_registry ().devices ())
+      if (d.kind == gpufan::DeviceKind::kCuda && d.index == device)
+        node = d.numa_node;
+    /* the node's pool, as a lane of that GPU would use */
+    GstAllocator * allocator = gst_gpufan_host_allocator_get (node,
+        GST_GPUFAN_DEFAULT_HOST_POOL_MIB);
+    std::swap (priv->output_host_allocator, allocator);
+    g_clear_object (&allocator);
+  }
+  GstCaps * caps = gst_pad_get_current_caps (self->srcpad);
+  GstGpuFanGpuMove::Outcome outcome;
+  const bool cuda = priv->output_move->Move (buffer, caps,
+      priv->output_host_allocator, &outcome);
+  if (caps)
+    gst_caps_unref (caps);
+  if (!cuda)
+    return;
+  std::shared_ptr<gpufan::Session> session;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    session = priv->session;
+  }
+  if (session)
+    session->CountOutputGpuFrame (outcome.path, outcome.bytes, outcome.ns);
+  if (!outcome.why_not.empty () && !priv->output_move_warned) {
+    priv->output_move_warned = true;
+    GST_WARNING_OBJECT (self, "%s", outcome.why_not.c_str ());
+  }
+}
+
 static GstFlowReturn
 push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
 {
@@ -144,6 +191,7 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
       buffer = gst_buffer_make_writable (buffer);
       gst_buffer_remove_gpufan_meta (buffer, session_id);
     }
+    move_to_output_device (self, &buffer);
     return gst_pad_push (self->srcpad, buffer);
   }
   GstEvent * event = GST_EVENT_CAST (obj);

@@ -32,6 +32,7 @@
 
 #include "gpufan/mutex.h"
 #include "gpufan/session.h"
+#include "gstgpufangpumove.h"
 #include "gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
@@ -234,6 +235,12 @@ struct GstGpuFanInPrivate {
   gpufan::Mutex output_lock;
   gpufan::ReadyBatch out_batch; /* under output_lock; empty between batches */
   std::atomic<bool> output_pending{ false };
+  /* output-device: the GPU frames in CUDA memory leave on, -1 as the lanes
+   * deliver them; and what copies them there (under output_lock). */
+  std::atomic<gint> output_device{ -1 };
+  std::unique_ptr<GstGpuFanGpuMove> output_move;
+  GstAllocator * output_host_allocator = nullptr; /* its GPU's node pool */
+  bool output_move_warned = false;                /* under output_lock */
   /* A flow error stopped the output until the next flush or start. */
   std::atomic<bool> output_stopped{ false };
   /* What ordering adds to the latency grew: post a LATENCY message (after

@@ -64,6 +64,7 @@ enum {
   PROP_0,
   PROP_STALL_TIMEOUT,
   PROP_STATS,
+  PROP_OUTPUT_DEVICE,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink_%u",
@@ -257,6 +258,9 @@ gst_gpufan_in_set_property (GObject * object, guint prop_id,
       gst_gpufan_in_wake_output_unlocked (self);
       break;
     }
+    case PROP_OUTPUT_DEVICE:
+      priv->output_device = g_value_get_int (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -273,6 +277,9 @@ gst_gpufan_in_get_property (GObject * object, guint prop_id, GValue * value,
   switch (prop_id) {
     case PROP_STALL_TIMEOUT:
       g_value_set_uint64 (value, priv->stall_timeout.load ());
+      break;
+    case PROP_OUTPUT_DEVICE:
+      g_value_set_int (value, priv->output_device.load ());
       break;
     case PROP_STATS: {
       std::shared_ptr<gpufan::Session> session;
@@ -295,6 +302,7 @@ static void
 gst_gpufan_in_finalize (GObject * object)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (object);
+  g_clear_object (&self->priv->output_host_allocator);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -339,6 +347,24 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
           "Per-lane statistics of the paired gpufanout (gpufan-stats)",
           GST_TYPE_STRUCTURE,
           (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  /**
+   * GstGpuFanIn:output-device:
+   *
+   * The GPU that frames in CUDA memory (memory:CUDAMemory) leave on, so
+   * that downstream sees one GPU: a frame a lane delivers in another GPU's
+   * memory is copied to this one, peer to peer where the GPUs have peer
+   * access, else through pinned memory of its NUMA node (counted in the
+   * statistics' output-gpu-* fields). -1: frames leave in the memory their
+   * lane gave them. Frames in system memory are never touched.
+   */
+  g_object_class_install_property (gobject_class, PROP_OUTPUT_DEVICE,
+      g_param_spec_int ("output-device", "Output device",
+          "GPU that frames in CUDA memory leave on: another GPU's are copied "
+          "to it (-1: as the lanes deliver them)",
+          -1, 1023, -1,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
 
   element_class->request_new_pad
       = GST_DEBUG_FUNCPTR (gst_gpufan_in_request_new_pad);

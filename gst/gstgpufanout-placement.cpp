@@ -13,6 +13,7 @@
 
 #include "gstgpufanbinding.h"
 #include "gstgpufancudacontext.h"
+#include "gstgpufangpumove.h"
 #include "gstgpufandevices.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
@@ -280,41 +281,9 @@ note_frame_context (const LanePtr & lane, GstBuffer * buffer)
         why_not.c_str ());
 }
 
-/* Frames in CUDA memory a lane's pool of GPU frames holds at most: enough
- * for its queue and a short branch; past that a frame goes uncopied
- * (counted) rather than waiting for the branch to give one back. */
-static constexpr guint kLaneGpuPoolFrames = 16;
-/* Streams of a GPU's stream pool the lanes' copies may lease. */
-static constexpr size_t kCopyStreams = 64;
-
-/* The lane's pool of GPU frames for the caps it got last, made anew when
- * they changed; nullptr with @why_not set. */
-static GstBufferPool *
-lane_gpu_pool (const LanePtr & lane, gint gpu, std::string * why_not)
-{
-  GstCaps * caps = gst_pad_get_current_caps (lane->pad);
-  if (!caps) {
-    *why_not = "the lane has no caps";
-    return nullptr;
-  }
-  if (lane->gpu_pool_caps && gst_caps_is_equal (caps, lane->gpu_pool_caps)) {
-    gst_caps_unref (caps);
-    return lane->gpu_pool;
-  }
-  if (lane->gpu_pool) {
-    gst_buffer_pool_set_active (lane->gpu_pool, FALSE);
-    gst_clear_object (&lane->gpu_pool);
-  }
-  gst_clear_caps (&lane->gpu_pool_caps);
-  lane->gpu_pool
-      = gst_gpufan_cuda_pool_new (gpu, caps, kLaneGpuPoolFrames, why_not);
-  lane->gpu_pool_caps = caps;
-  return lane->gpu_pool;
-}
-
-/* A frame in CUDA memory of another GPU is copied into the lane's GPU:
- * device to device where peer access is on, else through pinned memory of
- * the lane's NUMA-local host pool. One of the lane's GPU is used in place.
+/* A frame in CUDA memory of another GPU is copied into the lane's GPU
+ * (GstGpuFanGpuMove), through the lane's NUMA-local pinned host pool where
+ * the GPUs have no peer access; one of the lane's GPU is used in place.
  * Counted either way (the statistics' gpu-* fields). On the lane's thread. */
 static void
 move_to_lane_gpu (const LanePtr & lane, QueuedItem & item)
@@ -322,79 +291,30 @@ move_to_lane_gpu (const LanePtr & lane, QueuedItem & item)
   const gint gpu = lane->gpu.load (std::memory_order_relaxed);
   if (gpu < 0)
     return; /* a CPU lane: the branch takes what comes */
-  GstBuffer * frame = GST_BUFFER_CAST (item.obj);
-  const int from = gst_gpufan_cuda_frame_device (frame);
-  if (from < 0)
-    return; /* not in CUDA memory */
-  gpufan::Session & session = *lane->element->priv->session;
-  if (from == gpu) {
-    session.CountGpuFrame (lane->id, gpufan::GpuCopyPath::kInPlace);
+  if (!lane->gpu_move || lane->gpu_move->gpu () != gpu)
+    lane->gpu_move = std::make_unique<GstGpuFanGpuMove> (gpu);
+  GstAllocator * allocator = nullptr;
+  {
+    std::lock_guard<gpufan::Mutex> lk (lane->staging_lock);
+    if (lane->allocator)
+      allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
+  }
+  GstCaps * caps = gst_pad_get_current_caps (lane->pad);
+  GstBuffer * frame = GST_BUFFER_CAST (item.Steal ());
+  GstGpuFanGpuMove::Outcome outcome;
+  const bool cuda = lane->gpu_move->Move (&frame, caps, allocator, &outcome);
+  item.obj = GST_MINI_OBJECT_CAST (frame);
+  if (caps)
+    gst_caps_unref (caps);
+  g_clear_object (&allocator);
+  if (!cuda)
     return;
+  lane->element->priv->session->CountGpuFrame (lane->id, outcome.path,
+      outcome.bytes, outcome.ns);
+  if (!outcome.why_not.empty () && !lane->gpu_copy_warned) {
+    lane->gpu_copy_warned = true;
+    GST_WARNING_OBJECT (lane->pad, "%s", outcome.why_not.c_str ());
   }
-  std::string why_not;
-  GstBuffer * copy = nullptr;
-  GstBufferPool * pool = lane_gpu_pool (lane, gpu, &why_not);
-  GstBufferPoolAcquireParams dont_wait = {};
-  dont_wait.flags = GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT;
-  if (pool
-      && gst_buffer_pool_acquire_buffer (pool, &copy, &dont_wait)
-          != GST_FLOW_OK) {
-    copy = nullptr;
-    why_not = "all " + std::to_string (kLaneGpuPoolFrames)
-        + " frames of the lane's pool are in use downstream";
-  }
-  if (copy && !lane->gpu_stream) {
-    try {
-      lane->gpu_stream
-          = gpufan::cuda::StreamPool::ForDevice (gpu, kCopyStreams)->Acquire ();
-    } catch (const std::exception & e) {
-      why_not = e.what ();
-    }
-  }
-  const bool peer = gpufan::cuda::EnablePeerAccess (gpu, from);
-  GstMemory * host = nullptr;
-  if (copy && why_not.empty () && !peer) {
-    GstAllocator * allocator = nullptr;
-    {
-      std::lock_guard<gpufan::Mutex> lk (lane->staging_lock);
-      if (lane->allocator)
-        allocator = GST_ALLOCATOR (gst_object_ref (lane->allocator));
-    }
-    host = allocator
-        ? gst_allocator_alloc (allocator, gst_buffer_get_size (frame), nullptr)
-        : nullptr;
-    g_clear_object (&allocator);
-    if (!host)
-      why_not = "no pinned host memory (host-pool-size=0, or the pool is "
-                "full) and no peer access between the GPUs";
-  }
-  size_t bytes = 0;
-  const auto start = std::chrono::steady_clock::now ();
-  if (copy && why_not.empty ())
-    bytes = gst_gpufan_cuda_copy_frame (frame, from, copy, gpu,
-        lane->gpu_stream.handle (), host, &why_not);
-  const gint64 ns = std::chrono::duration_cast<std::chrono::nanoseconds> (
-      std::chrono::steady_clock::now () - start)
-                        .count ();
-  if (host)
-    gst_memory_unref (host);
-  if (bytes == 0) {
-    if (copy)
-      gst_buffer_unref (copy);
-    session.CountGpuFrame (lane->id, gpufan::GpuCopyPath::kSkipped);
-    if (!lane->gpu_copy_warned) {
-      lane->gpu_copy_warned = true;
-      GST_WARNING_OBJECT (lane->pad,
-          "a frame of GPU %d goes uncopied to the lane's GPU %d: %s", from, gpu,
-          why_not.c_str ());
-    }
-    return;
-  }
-  gst_buffer_unref (GST_BUFFER_CAST (item.Steal ()));
-  item.obj = GST_MINI_OBJECT_CAST (copy);
-  session.CountGpuFrame (lane->id,
-      peer ? gpufan::GpuCopyPath::kPeer : gpufan::GpuCopyPath::kViaHost, bytes,
-      ns);
 }
 
 void

@@ -31,6 +31,7 @@
 #include "gpufan/placement.h"
 #include "gpufan/session.h"
 #include "gpufan/staging.h"
+#include "gstgpufangpumove.h"
 #include "gstgpufanout.h"
 #include "gstgpufantaskpool.h"
 #include "gstgpufanhostmemory.h"
@@ -319,12 +320,9 @@ struct Lane {
   /* The lane's GPU as placed, -1 for a CPU lane: read by its thread
    * without lanes_lock. */
   std::atomic<int> gpu{ -1 };
-  /* Frames in CUDA memory of another GPU are copied into this bounded pool
-   * of the lane's GPU (move_to_lane_gpu; the lane's thread only), made for
-   * the caps the lane last got. */
-  GstBufferPool * gpu_pool = nullptr;
-  GstCaps * gpu_pool_caps = nullptr;
-  gpufan::cuda::StreamPool::Stream gpu_stream;
+  /* Frames in CUDA memory of another GPU are copied to the lane's GPU by
+   * this (move_to_lane_gpu; the lane's thread only). */
+  std::unique_ptr<GstGpuFanGpuMove> gpu_move;
   bool gpu_copy_warned = false;
 
   ~Lane ()
@@ -332,12 +330,6 @@ struct Lane {
     gst_object_unref (pad);
     if (allocator)
       gst_object_unref (allocator);
-    if (gpu_pool) {
-      gst_buffer_pool_set_active (gpu_pool, FALSE);
-      gst_object_unref (gpu_pool);
-    }
-    if (gpu_pool_caps)
-      gst_caps_unref (gpu_pool_caps);
   }
 };
 

@@ -374,6 +374,21 @@ gst_gpufan_request_pad_index (GstElement * element, const gchar * prefix,
 
 /* --- statistics --- */
 
+/* @counts as fields named @prefix + "in-place", "copies-peer", ... */
+static void
+gpu_counts_to_structure (const gpufan::GpuFrameCounts & counts,
+    const char * prefix, GstStructure * s)
+{
+  const std::string p = prefix;
+  gst_structure_set (s, (p + "in-place").c_str (), G_TYPE_UINT64,
+      counts.in_place, (p + "copies-peer").c_str (), G_TYPE_UINT64, counts.peer,
+      (p + "copies-via-host").c_str (), G_TYPE_UINT64, counts.via_host,
+      (p + "copies-skipped").c_str (), G_TYPE_UINT64, counts.skipped,
+      (p + "copy-bytes").c_str (), G_TYPE_UINT64, counts.bytes,
+      (p + "copy-time").c_str (), G_TYPE_UINT64, (guint64)MAX (counts.ns, 0),
+      nullptr);
+}
+
 static GstStructure *
 lane_stats_to_structure (const gpufan::LaneStats & l)
 {
@@ -404,12 +419,7 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
         l.worker_thread.c_str (), "copies", G_TYPE_UINT64, l.copies,
         "copies-skipped", G_TYPE_UINT64, l.copies_skipped, nullptr);
   /* frames in GPU memory: how they reached the lane's GPU */
-  gst_structure_set (s, "gpu-in-place", G_TYPE_UINT64, l.gpu_in_place,
-      "gpu-copies-peer", G_TYPE_UINT64, l.gpu_copies_peer,
-      "gpu-copies-via-host", G_TYPE_UINT64, l.gpu_copies_via_host,
-      "gpu-copies-skipped", G_TYPE_UINT64, l.gpu_copies_skipped,
-      "gpu-copy-bytes", G_TYPE_UINT64, l.gpu_copy_bytes, "gpu-copy-time",
-      G_TYPE_UINT64, (guint64)MAX (l.gpu_copy_ns, 0), nullptr);
+  gpu_counts_to_structure (l.gpu, "gpu-", s);
   if (l.has_host_pool) {
     const gpufan::HostPoolStats & p = l.host_pool;
     gst_structure_set (s, "pool-node", G_TYPE_INT, l.host_pool_node,
@@ -464,6 +474,7 @@ gst_gpufan_stats_to_structure (const gpufan::Session & session)
       "elapsed", G_TYPE_UINT64, (guint64)MAX (stats.elapsed_ns, 0),
       "input-ended", G_TYPE_BOOLEAN, stats.input_ended, "added-latency",
       G_TYPE_UINT64, (guint64)MAX (stats.added_latency_ns, 0), nullptr);
+  gpu_counts_to_structure (stats.output_gpu, "output-gpu-", s);
   gst_structure_take_value (s, "lanes", &lanes);
   return s;
 }

@@ -24,6 +24,7 @@ SessionStats Session::Stats() const {
   stats.dispatched = dispatched_;
   stats.released = released_;
   stats.unmatched = unmatched_;
+  stats.output_gpu = output_gpu_;
   stats.in_flight = in_flight_;
   stats.max_in_flight = EffectiveMaxInFlightUnlocked();
   stats.window_occupancy = static_cast<uint32_t>(window_.awaited_occupancy());

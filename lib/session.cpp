@@ -157,29 +157,36 @@ void Session::CountStaging(uint32_t lane, bool copied) {
   }
 }
 
+void GpuFrameCounts::Count(GpuCopyPath path, uint64_t moved, int64_t took) {
+  switch (path) {
+    case GpuCopyPath::kInPlace:
+      in_place++;
+      return;
+    case GpuCopyPath::kSkipped:
+      skipped++;
+      return;
+    case GpuCopyPath::kPeer:
+      peer++;
+      break;
+    case GpuCopyPath::kViaHost:
+      via_host++;
+      break;
+  }
+  bytes += moved;
+  ns += took;
+}
+
 void Session::CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes,
                             int64_t ns) {
   std::lock_guard<Mutex> lock(mutex_);
-  Lane *l = FindLaneUnlocked(lane);
-  if (l == nullptr)
-    return;
-  LaneStats& c = l->counters;
-  switch (path) {
-    case GpuCopyPath::kInPlace:
-      c.gpu_in_place++;
-      return;
-    case GpuCopyPath::kSkipped:
-      c.gpu_copies_skipped++;
-      return;
-    case GpuCopyPath::kPeer:
-      c.gpu_copies_peer++;
-      break;
-    case GpuCopyPath::kViaHost:
-      c.gpu_copies_via_host++;
-      break;
-  }
-  c.gpu_copy_bytes += bytes;
-  c.gpu_copy_ns += ns;
+  if (Lane *l = FindLaneUnlocked(lane))
+    l->counters.gpu.Count(path, bytes, ns);
+}
+
+void Session::CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes,
+                                  int64_t ns) {
+  std::lock_guard<Mutex> lock(mutex_);
+  output_gpu_.Count(path, bytes, ns);
 }
 
 void Session::SetLaneEligible(uint32_t lane, bool eligible) {

@@ -187,6 +187,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // A frame in GPU memory reached `lane` by `path`, moving `bytes` in `ns`.
   void CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes = 0,
                      int64_t ns = 0);
+  // The fan-in moved a frame in GPU memory to its output device by `path`.
+  void CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes = 0,
+                           int64_t ns = 0);
   // Ineligible lanes get no new items (unlinked, failed, ended, flushing).
   void SetLaneEligible(uint32_t lane, bool eligible);
   // A fan-in waits for the lane's items from now on.
@@ -633,6 +636,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint64_t dispatched_ = 0;
   uint64_t released_ = 0;
   uint64_t unmatched_ = 0;
+  GpuFrameCounts output_gpu_;  // CountOutputGpuFrame
   std::deque<std::pair<uint32_t, uint64_t>> event_positions_;  // bounded
 };
 

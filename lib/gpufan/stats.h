@@ -48,6 +48,31 @@ struct LaneInfo {
   std::shared_ptr<const HostPool> host_pool;
 };
 
+// How a frame in GPU memory reached the GPU it was wanted on: its lane's
+// (Session::CountGpuFrame) or the fan-in's output device
+// (Session::CountOutputGpuFrame).
+enum class GpuCopyPath {
+  kInPlace,  // it was there already: no copy
+  kPeer,     // device to device, with peer access
+  kViaHost,  // down to pinned host memory and up again
+  kSkipped,  // not copied (no pool buffer free, the copy failed)
+};
+
+// Frames in GPU memory by the way they reached their GPU: already there
+// (used in place), copied peer to peer or through pinned host memory (with
+// the bytes moved and the time it took), or let through uncopied (no pool
+// frame free, the copy failed).
+struct GpuFrameCounts {
+  uint64_t in_place = 0;
+  uint64_t peer = 0;
+  uint64_t via_host = 0;
+  uint64_t skipped = 0;
+  uint64_t bytes = 0;
+  int64_t ns = 0;
+
+  void Count(GpuCopyPath path, uint64_t moved, int64_t took);
+};
+
 struct LaneStats {
   uint32_t lane = 0;
   Device device;
@@ -82,28 +107,13 @@ struct LaneStats {
   std::string worker_thread;
   uint64_t copies = 0;          // frames copied into the lane's host pool
   uint64_t copies_skipped = 0;  // frames that could not be (pool full, ...)
-  // Frames in GPU memory (memory:CUDAMemory) the lane got (CountGpuFrame):
-  // already on its GPU (used in place), copied to it peer to peer or through
-  // pinned host memory, or let through uncopied (no pool buffer free, or the
-  // copy failed).
-  uint64_t gpu_in_place = 0;
-  uint64_t gpu_copies_peer = 0;
-  uint64_t gpu_copies_via_host = 0;
-  uint64_t gpu_copies_skipped = 0;
-  uint64_t gpu_copy_bytes = 0;
-  int64_t gpu_copy_ns = 0;
+  // Frames in GPU memory (memory:CUDAMemory) the lane got, and how they
+  // reached its GPU (Session::CountGpuFrame).
+  GpuFrameCounts gpu;
   bool has_host_pool = false;
   int host_pool_node = -1;  // the pool's NUMA node, -1: unknown
   bool host_pool_pins = false;
   HostPoolStats host_pool;  // read when the statistics were taken
-};
-
-// How a frame in GPU memory reached its lane's GPU (Session::CountGpuFrame).
-enum class GpuCopyPath {
-  kInPlace,  // it was there already: no copy
-  kPeer,     // device to device, with peer access
-  kViaHost,  // down to pinned host memory and up again
-  kSkipped,  // not copied (no pool buffer free, the copy failed)
 };
 
 struct SessionStats {
@@ -118,6 +128,7 @@ struct SessionStats {
   bool input_ended = false;      // the fan-out got EOS
   int64_t added_latency_ns = 0;  // Session::AddedLatencyNs
   int64_t elapsed_ns = 0;        // since the first dispatch
+  GpuFrameCounts output_gpu;     // frames moved to the fan-in's output-device
   std::vector<LaneStats> lanes;  // ordered by lane id
 };
 

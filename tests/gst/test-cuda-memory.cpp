@@ -274,6 +274,22 @@ GstStructure *PlayForStats(
 
 // NV12 64x48: the bytes of one frame's planes.
 constexpr guint64 kFrameBytes = 64 * 48 + 64 * 24;
+// The pipelines that count copies exactly keep at most this many frames in
+// flight (max-in-flight), fewer than a pool of GPU frames holds
+// (GstGpuFanGpuMove::kPoolFrames, 16): no frame then goes uncopied for want
+// of a free one, however the threads run.
+
+// Frames uploaded to GPU 0, over lanes on GPUs 0 and 1 (round-robin, at
+// most 8 in flight), through gpufanin with `fanin_settings`, downloaded.
+std::string TwoGpuLanes(const std::string& fanin_settings) {
+  return kSource +
+         "cudaupload cuda-device-id=0 ! video/x-raw(memory:CUDAMemory) ! "
+         "gpufanout name=f devices=0,1 policy=round-robin max-in-flight=8 "
+         "gpufanin name=i " +
+         fanin_settings +
+         " ! cudadownload ! video/x-raw ! fakesink name=out "
+         "f.src_0 ! queue ! i.sink_0 f.src_1 ! queue ! i.sink_1";
+}
 
 bool FakePeerAccess() {
   const char *peer = g_getenv("GPUFAN_FAKE_CUDA_PEER");
@@ -292,23 +308,21 @@ TEST_F(CudaMemory, FramesOfAnotherGpuAreCopiedToTheLanesGpu) {
     GTEST_SKIP() << "needs the stand-in driver's two GPUs";
   const auto reference = OneLaneFrames();
   std::vector<std::pair<GstClockTime, uint64_t>> got;
-  GstStructure *stats = PlayForStats(
-      kSource +
-          "cudaupload cuda-device-id=0 ! video/x-raw(memory:CUDAMemory) ! "
-          "gpufanout name=f devices=0,1 policy=round-robin gpufanin name=i ! "
-          "cudadownload ! video/x-raw ! fakesink name=out "
-          "f.src_0 ! queue ! i.sink_0 f.src_1 ! queue ! i.sink_1",
-      &got);
+  GstStructure *stats = PlayForStats(TwoGpuLanes(""), &got);
   ASSERT_NE(stats, nullptr);
   EXPECT_EQ(got, reference);
-  const guint64 half = kFrames / 2;
-  EXPECT_EQ(LaneCount(stats, 0, "gpu-in-place"), half);
+  // each lane's share depends on when lane 1 joined: count what each got
+  const guint64 on_0 = LaneCount(stats, 0, "dispatched");
+  const guint64 on_1 = LaneCount(stats, 1, "dispatched");
+  ASSERT_EQ(on_0 + on_1, static_cast<guint64>(kFrames));
+  ASSERT_GT(on_1, 0u) << "lane 1 got nothing: the test proves nothing";
+  EXPECT_EQ(LaneCount(stats, 0, "gpu-in-place"), on_0);
   EXPECT_EQ(LaneCount(stats, 0, "gpu-copy-bytes"), 0u);
   const bool peer = FakePeerAccess();
-  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-peer"), peer ? half : 0u);
-  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-via-host"), peer ? 0u : half);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-peer"), peer ? on_1 : 0u);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-via-host"), peer ? 0u : on_1);
   EXPECT_EQ(LaneCount(stats, 1, "gpu-copies-skipped"), 0u);
-  EXPECT_EQ(LaneCount(stats, 1, "gpu-copy-bytes"), half * kFrameBytes);
+  EXPECT_EQ(LaneCount(stats, 1, "gpu-copy-bytes"), on_1 * kFrameBytes);
   EXPECT_EQ(LaneCount(stats, 1, "gpu-in-place"), 0u);
   gst_structure_free(stats);
 }
@@ -335,4 +349,44 @@ TEST_F(CudaMemory, AFrameThatCannotBeCopiedGoesAsItIs) {
             static_cast<guint64>(kFrames));
   EXPECT_EQ(LaneCount(stats, 0, "gpu-copies-via-host"), 0u);
   gst_structure_free(stats);
+}
+
+namespace {
+
+guint64 Count(const GstStructure *stats, const char *field) {
+  guint64 v = G_MAXUINT64;
+  gst_structure_get_uint64(stats, field, &v);
+  return v;
+}
+
+}  // namespace
+
+// gpufanin output-device=0: the frames lane 1 delivers on GPU 1 are copied
+// back to GPU 0, lane 0's leave as they are; downstream gets every frame
+// right, in order. Without it (-1, the default) the output copies nothing.
+TEST_F(CudaMemory, OutputDeviceCopiesFramesOfOtherGpusToIt) {
+  if (CreatedContexts() < 0)
+    GTEST_SKIP() << "needs the stand-in driver's two GPUs";
+  const auto reference = OneLaneFrames();
+  for (const int output : {0, -1}) {
+    SCOPED_TRACE(output);
+    std::vector<std::pair<GstClockTime, uint64_t>> got;
+    GstStructure *stats = PlayForStats(
+        TwoGpuLanes("output-device=" + std::to_string(output)), &got);
+    ASSERT_NE(stats, nullptr);
+    EXPECT_EQ(got, reference);
+    // lane 1's frames are on GPU 1 (copied there), lane 0's on GPU 0
+    const guint64 on_0 = LaneCount(stats, 0, "dispatched");
+    const guint64 on_1 = LaneCount(stats, 1, "dispatched");
+    ASSERT_GT(on_1, 0u) << "lane 1 got nothing: the test proves nothing";
+    ASSERT_EQ(LaneCount(stats, 1, "gpu-copies-skipped"), 0u);
+    const guint64 copied = Count(stats, "output-gpu-copies-peer") +
+                           Count(stats, "output-gpu-copies-via-host");
+    EXPECT_EQ(copied, output == 0 ? on_1 : 0u);
+    EXPECT_EQ(Count(stats, "output-gpu-in-place"), output == 0 ? on_0 : 0u);
+    EXPECT_EQ(Count(stats, "output-gpu-copy-bytes"),
+              output == 0 ? on_1 * kFrameBytes : 0u);
+    EXPECT_EQ(Count(stats, "output-gpu-copies-skipped"), 0u);
+    gst_structure_free(stats);
+  }
 }
