@@ -25,13 +25,13 @@ fanout::prepare_dispatch (GstGpuFanOut * self)
 
 GstFlowReturn
 fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
-    LanePtr * lane)
+    LanePtr * lane, gint origin_gpu)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   GstFlowReturn ret;
 
   for (;;) {
-    *d = priv->session->DispatchItem (pts);
+    *d = priv->session->DispatchItem (pts, origin_gpu);
     if (d->status == gpufan::DispatchStatus::kFlushing)
       return GST_FLOW_FLUSHING;
     if (d->status == gpufan::DispatchStatus::kNoLanes) {
@@ -69,10 +69,14 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     gst_mini_object_unref (obj);
     return ret;
   }
+  /* a frame in GPU memory: adaptive weighs copying it to each lane's GPU */
+  const gint origin_gpu = is_buffer && !priv->host_memory_caps.load ()
+      ? gst_gpufan_cuda_frame_device (GST_BUFFER_CAST (obj))
+      : -1;
   for (;;) {
     gpufan::Dispatch d;
     LanePtr lane;
-    ret = dispatch_to_lane (self, pts, &d, &lane);
+    ret = dispatch_to_lane (self, pts, &d, &lane, origin_gpu);
     if (ret != GST_FLOW_OK) {
       gst_mini_object_unref (obj);
       return ret;

@@ -575,9 +575,10 @@ void chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
  * it), and the pairing probes due. */
 GstFlowReturn prepare_dispatch (GstGpuFanOut * self);
 /* Asks the Session for a lane (waiting for room): GST_FLOW_OK with *d and
- * *lane, or why not (an element error is posted where one is due). */
+ * *lane, or why not (an element error is posted where one is due).
+ * @origin_gpu: the GPU whose memory the item is in (-1: host memory). */
 GstFlowReturn dispatch_to_lane (GstGpuFanOut * self, gint64 pts,
-    gpufan::Dispatch * d, LanePtr * lane);
+    gpufan::Dispatch * d, LanePtr * lane, gint origin_gpu = -1);
 /* Sets the sink pad functions. */
 void install_sink_pad_functions (GstPad * pad);
 

@@ -99,13 +99,14 @@ int64_t Scheduler::ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
   const int64_t t = EffectiveServiceNs(lane, now_ns, fallback_ns);
   // An idle lane's worker sleeps: the item starts once it woke up.
   if (lane.outstanding == 0)
-    return now_ns + lane.wake_ns + t;
+    return now_ns + lane.wake_ns + t + lane.transfer_ns;
   // A head that has not started is still queued: it needs a full t from now;
   // one that runs past t is assumed to end now.
   const int64_t busy_until = lane.head_started_ns >= 0
                                  ? std::max(now_ns, lane.head_started_ns + t)
                                  : now_ns + t;
-  return busy_until + static_cast<int64_t>(lane.outstanding - 1) * t + t;
+  return busy_until + static_cast<int64_t>(lane.outstanding - 1) * t + t +
+         lane.transfer_ns;
 }
 
 Pick Scheduler::ChooseRoundRobin(const std::vector<LaneLoad>& lanes) {

@@ -75,13 +75,14 @@ void Session::UpdateSpreadAllowanceUnlocked() {
     spread_allowance_ = static_cast<uint32_t>(extra);
 }
 
-Dispatch Session::DispatchItem(int64_t pts_ns) {
+Dispatch Session::DispatchItem(int64_t pts_ns, int origin_gpu) {
   std::unique_lock<Mutex> lock(mutex_);
   for (;;) {
     if (flushing_)
       return Dispatch{DispatchStatus::kFlushing};
     bool no_lanes = false;
-    if (std::optional<Dispatch> d = TryDispatchUnlocked(pts_ns, &no_lanes))
+    if (std::optional<Dispatch> d =
+            TryDispatchUnlocked(pts_ns, origin_gpu, &no_lanes))
       return *d;
     if (no_lanes)
       return Dispatch{DispatchStatus::kNoLanes};
@@ -166,18 +167,21 @@ int64_t Session::PolicyTurnsUnlocked(int64_t now, int64_t until) {
   return hi;
 }
 
-std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns) {
+std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns,
+                                                 int origin_gpu) {
   std::lock_guard<Mutex> lock(mutex_);
   if (flushing_)
     return Dispatch{DispatchStatus::kFlushing};
   bool no_lanes = false;
-  std::optional<Dispatch> d = TryDispatchUnlocked(pts_ns, &no_lanes);
+  std::optional<Dispatch> d =
+      TryDispatchUnlocked(pts_ns, origin_gpu, &no_lanes);
   if (!d && no_lanes)
     return Dispatch{DispatchStatus::kNoLanes};
   return d;
 }
 
 std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
+                                                     int origin_gpu,
                                                      bool *no_lanes) {
   *no_lanes = false;
   waited_on_policy_ = false;
@@ -214,6 +218,10 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     load.weight = l.weight;
     load.service_ns = l.service.EstimateNs();
     load.wake_ns = l.wake.EstimateNs();
+    const bool elsewhere = origin_gpu >= 0 &&
+                           l.device.kind == DeviceKind::kCuda &&
+                           l.device.index != origin_gpu;
+    load.transfer_ns = elsewhere ? l.transfer.EstimateNs() : 0;
     load.head_started_ns =
         l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
     if (!l.outstanding.empty() && load.head_started_ns < 0)

@@ -179,8 +179,12 @@ void GpuFrameCounts::Count(GpuCopyPath path, uint64_t moved, int64_t took) {
 void Session::CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes,
                             int64_t ns) {
   std::lock_guard<Mutex> lock(mutex_);
-  if (Lane *l = FindLaneUnlocked(lane))
-    l->counters.gpu.Count(path, bytes, ns);
+  Lane *l = FindLaneUnlocked(lane);
+  if (l == nullptr)
+    return;
+  l->counters.gpu.Count(path, bytes, ns);
+  if (path == GpuCopyPath::kPeer || path == GpuCopyPath::kViaHost)
+    l->transfer.AddSample(ns);
 }
 
 void Session::CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes,

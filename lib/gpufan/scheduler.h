@@ -52,6 +52,10 @@ struct LaneLoad {
   // How long an item given to the lane while it is idle waits for its worker
   // to wake up (learned); 0 = not known.
   int64_t wake_ns = 0;
+  // kAdaptive: how long moving this item to the lane's device takes first
+  // (the lane's learned copy time for an item on another GPU); 0 when it is
+  // there already, or not known yet.
+  int64_t transfer_ns = 0;
 };
 
 enum class PickStatus {
@@ -93,9 +97,11 @@ class GPUFAN_API Scheduler {
                                     int64_t fallback_ns);
 
   // Adaptive score of one lane: the expected completion time of one more item,
-  // max(now, busy_until) + (outstanding - 1)^+ * t + t, where busy_until is
-  // when the item in progress should end and t the EffectiveServiceNs; for an
-  // idle lane now + wake_ns + t (its worker sleeps).
+  // max(now, busy_until) + (outstanding - 1)^+ * t + t + transfer_ns, where
+  // busy_until is when the item in progress should end and t the
+  // EffectiveServiceNs; for an idle lane now + wake_ns + t + transfer_ns (its
+  // worker sleeps). So an item prefers lanes where it is already, unless
+  // another lane finishes it sooner even after the copy.
   // `fallback_ns` stands in for an unknown service time. Exposed for tests and
   // for the stats.
   static int64_t ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,

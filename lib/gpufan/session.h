@@ -210,9 +210,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Waits (flush-aware) until the in-flight limit and a lane's queue allow one
   // more item, then picks the lane and records the item. `pts_ns` (or kNoTime)
   // identifies the item on its lane if the branch loses the sequence number.
-  Dispatch DispatchItem(int64_t pts_ns);
+  // `origin_gpu`: the GPU whose memory the item is in (-1: host memory, or
+  // not known); kAdaptive then counts each lane's learned time to copy it
+  // to that lane's GPU (CountGpuFrame teaches it).
+  Dispatch DispatchItem(int64_t pts_ns, int origin_gpu = -1);
   // Like DispatchItem but never waits: std::nullopt when it would have to.
-  std::optional<Dispatch> TryDispatchItem(int64_t pts_ns);
+  std::optional<Dispatch> TryDispatchItem(int64_t pts_ns, int origin_gpu = -1);
   // The lane worker takes the item out of its queue and starts pushing it.
   // False when the item is no longer awaited or tracked (its lane stalled and
   // it was given up, or a flush forgot it): the worker drops it unpushed.
@@ -462,6 +465,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     ServiceTimeEstimator service;
     // Dispatch to start of the items that woke the lane's sleeping worker.
     ServiceTimeEstimator wake;
+    // Copies of items in another GPU's memory to the lane's GPU
+    // (CountGpuFrame).
+    ServiceTimeEstimator transfer;
     // The deepest queue limit the lane has had (Scheduler::LaneQueueLimit):
     // the automatic in-flight bound sums these, so that it never shrinks
     // while the lanes exist (see UpdateSpreadAllowanceUnlocked).
@@ -487,7 +493,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Empties a caller's batch for reuse, keeping its storage; the payloads
   // left in it are destroyed here, before the caller locks.
   static void StartBatch(ReadyBatch *batch);
-  std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, bool *no_lanes);
+  std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, int origin_gpu,
+                                              bool *no_lanes);
   std::optional<uint32_t> ProbeLaneUnlocked();
   // How long an admission wait may last before the adaptive policy's answer
   // can change without an event; std::nullopt: only an event can change it.

@@ -222,6 +222,38 @@ TEST(Adaptive, ExpectedCompletion) {
   EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 100 + 30 + 10);
 }
 
+// An item in another GPU's memory must be copied to a lane there first:
+// its expected completion counts the lane's learned copy time, so the item
+// stays on its GPU unless another lane finishes it sooner even after the
+// copy.
+TEST(Adaptive, AnItemPrefersItsGpuUnlessAnotherFinishesSoonerAfterTheCopy) {
+  LaneLoad l;
+  l.service_ns = 10;
+  l.transfer_ns = 4;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 114);  // idle
+  l.outstanding = 1;
+  l.head_started_ns = 95;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 119);
+
+  constexpr int64_t kMs = 1'000'000;
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1});
+  for (LaneLoad& lane : lanes)
+    lane.service_ns = 10 * kMs;
+  lanes[1].transfer_ns = 3 * kMs;  // the item is on lane 0's GPU
+  const int64_t now = 100 * kMs;
+  // Both idle: the copy makes lane 1 later.
+  EXPECT_EQ(s.Choose(lanes, now).lane, 0u);
+  // Lane 0 busy with one item just started: lane 1 finishes in 13 ms, lane
+  // 0 in 20 ms: worth the copy.
+  lanes[0].outstanding = 1;
+  lanes[0].head_started_ns = now;
+  EXPECT_EQ(s.Choose(lanes, now).lane, 1u);
+  // Its item almost done (started 9 ms ago): lane 0 finishes in 11 ms.
+  lanes[0].head_started_ns = now - 9 * kMs;
+  EXPECT_EQ(s.Choose(lanes, now).lane, 0u);
+}
+
 // Waking a sleeping worker takes time (and upstream's CPU): a lane of
 // microseconds that is awake takes items while they would still finish before
 // an idle lane's worker woke up and did one.

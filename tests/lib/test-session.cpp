@@ -972,6 +972,48 @@ TEST_F(SessionTest, AdaptiveSpreadsOverUnknownLanesThenPrefersTheFastOne) {
   EXPECT_FALSE(session_->TryDispatchItem(0).has_value());
 }
 
+// Adaptive learns each lane's time to copy an item from another GPU
+// (CountGpuFrame) and counts it for items in another GPU's memory only: an
+// item on GPU 0 stays on GPU 0's lane while that lane finishes it sooner
+// even behind its queue; an item in host memory, or on GPU 1, does not pay
+// it there.
+TEST_F(SessionTest, AdaptiveWeighsTheCopyOfAnItemToEachLanesGpu) {
+  Make({}, 0);
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    Device device;
+    device.kind = DeviceKind::kCuda;
+    device.index = gpu;
+    device.name = "GPU " + std::to_string(gpu);
+    session_->AddLane(static_cast<uint32_t>(gpu), device);
+    session_->ClaimLane(static_cast<uint32_t>(gpu));
+  }
+  // Both lanes take 10 ms per item.
+  for (int i = 0; i < 3; ++i) {
+    const Dispatch a = Send(0);
+    const Dispatch b = Send(1);
+    clock_->Advance(10 * kMs);
+    session_->Arrive(0, a.seq, kNoTime, P("a"));
+    session_->Arrive(1, b.seq, kNoTime, P("b"));
+    session_->TakeReady();
+  }
+  // Lane 1 copies an item from GPU 0 in 15 ms.
+  session_->CountGpuFrame(1, GpuCopyPath::kViaHost, 1000, 15 * kMs);
+  // Lane 0 has one item under way: it finishes the next at 20 ms, lane 1 at
+  // 10 ms, 25 ms with the copy.
+  const Dispatch busy = Send(0);
+  (void)busy;
+  EXPECT_EQ(session_->TryDispatchItem(kNoTime, 0)->lane, 0u)
+      << "an item on GPU 0 stays on GPU 0";
+  // Lane 0 now has two: 30 ms; lane 1 still 25 ms with the copy.
+  EXPECT_EQ(session_->TryDispatchItem(kNoTime, 0)->lane, 1u)
+      << "worth the copy";
+  // In host memory (or on lane 1's GPU) nothing is copied: lane 1, idle
+  // again after one more... it has one now (20 ms), lane 0 two (30 ms).
+  EXPECT_EQ(session_->TryDispatchItem(kNoTime, 1)->lane, 1u);
+  EXPECT_EQ(Lane(session_->Stats(), 1).gpu.via_host, 1u);
+  EXPECT_EQ(Lane(session_->Stats(), 1).gpu.bytes, 1000u);
+}
+
 // --------------------------------------------------- hostile branches ---
 
 TEST_F(SessionTest, OnPushedAsksForAMarkerOnlyWhileTheItemIsOut) {
