@@ -144,7 +144,18 @@ gst_gpufan_bind_element (GstElement * element, gint gpu)
 
   gint64 value, default_value;
   if (writable_integer (element, "gpu-id", &value, &default_value)) {
-    if (value == default_value && value != gpu) {
+    GST_OBJECT_LOCK (element);
+    const bool started = GST_STATE (element) >= GST_STATE_PAUSED
+        || GST_STATE_PENDING (element) >= GST_STATE_PAUSED;
+    GST_OBJECT_UNLOCK (element);
+    if (value == default_value && value != gpu && started) {
+      /* DeepStream's elements read it when they start: too late */
+      result.warning = who + " started on GPU " + std::to_string (value)
+          + " before its lane (on " + lane_gpu
+          + ") could set its gpu-id: link it before it starts, or set "
+            "gpu-id="
+          + std::to_string (gpu);
+    } else if (value == default_value && value != gpu) {
       g_object_set (element, "gpu-id", gpu, nullptr);
       result.done = "set " + who + "'s gpu-id to " + std::to_string (gpu);
     } else if (value != gpu) {
@@ -165,14 +176,13 @@ gst_gpufan_bind_element (GstElement * element, gint gpu)
   return result;
 }
 
-/* The pad of the next element that @pad's peer leads to, through bins:
+/* The pad of an element that @at (transfer full) leads to, through bins:
  * into a bin through its ghost pad's target, out of one through the ghost
- * pad whose internal pad is met. Works both ways (from a src pad downstream,
- * from a sink pad upstream). A reference, or nullptr at an unlinked end. */
+ * pad whose internal pad is met, and on to that one's peer. Works both ways.
+ * A reference, or nullptr at an unlinked end. */
 static GstPad *
-next_element_pad (GstPad * pad)
+element_pad (GstPad * at)
 {
-  GstPad * at = gst_pad_get_peer (pad);
   for (guint hops = 0; at && hops < kMaxBranchElements; hops++) {
     GstPad * next;
     if (GST_IS_GHOST_PAD (at)) { /* a bin's pad: go inside */
@@ -193,9 +203,11 @@ next_element_pad (GstPad * pad)
   return nullptr;
 }
 
-/* The elements met from @from on, away from its element, nearest first. */
+/* The elements met from @from on, away from its element, nearest first;
+ * the first through @peer when given (inside a link function, before the
+ * pads are peers), else through @from's peer. */
 static std::vector<GstElement *>
-elements_along (GstPad * from)
+elements_along (GstPad * from, GstPad * peer = nullptr)
 {
   const bool downstream = GST_PAD_IS_SRC (from);
   std::vector<GstElement *> found;
@@ -204,7 +216,9 @@ elements_along (GstPad * from)
   while (!to_follow.empty () && found.size () < kMaxBranchElements) {
     GstPad * pad = to_follow.front ();
     to_follow.pop_front ();
-    GstPad * into = next_element_pad (pad);
+    GstPad * into
+        = element_pad (pad == from && peer ? GST_PAD (gst_object_ref (peer))
+                                           : gst_pad_get_peer (pad));
     gst_object_unref (pad);
     GstElement * element = into ? gst_pad_get_parent_element (into) : nullptr;
     g_clear_object (&into);
@@ -232,30 +246,33 @@ elements_along (GstPad * from)
 }
 
 std::vector<GstElement *>
-gst_gpufan_elements_downstream (GstPad * src)
+gst_gpufan_elements_downstream (GstPad * src, GstPad * peer)
 {
-  return elements_along (src);
+  return elements_along (src, peer);
 }
 
 gint
 gst_gpufan_upstream_cuda_device (GstPad * sink, std::string * who)
 {
-  gint device = -2;
+  std::set<gint> devices; /* the GPUs upstream elements are bound to */
+  bool any = false;       /* one takes any GPU (a writable -1) */
   for (GstElement * element : elements_along (sink)) {
     gint64 value, default_value;
-    GParamSpec * p = g_object_class_find_property (G_OBJECT_GET_CLASS (element),
-        "cuda-device-id");
-    if (device == -2 && p) {
-      if (writable_integer (element, "cuda-device-id", &value, &default_value))
-        device = (gint)value;
-      else if (GstElementFactory * f = gst_element_get_factory (element))
-        device = gst_gpufan_fixed_cuda_device (f);
-      if (device != -2)
-        *who = describe (element);
-    }
+    gint device = -2;
+    if (writable_integer (element, "cuda-device-id", &value, &default_value))
+      device = (gint)value;
+    else if (GstElementFactory * f = gst_element_get_factory (element))
+      device = gst_gpufan_fixed_cuda_device (f);
+    if (device >= 0 && devices.insert (device).second)
+      *who += (who->empty () ? "" : ", ") + describe (element);
+    any |= device == -1;
     gst_object_unref (element);
   }
-  return device;
+  if (devices.size () > 1)
+    return -3; /* the asker cannot be told: no answer is safe */
+  if (devices.size () == 1)
+    return *devices.begin ();
+  return any ? -1 : -2;
 }
 
 std::vector<GstElement *>

@@ -40,12 +40,15 @@ GstGpuFanBinding gst_gpufan_bind_element (GstElement * element, gint gpu);
 
 /* The elements data from @src reaches, through bins and their ghost pads,
  * up to (not including) a gpufanin or gpufanout, in the order met; each
- * with a reference. At most a few hundred. */
-std::vector<GstElement *> gst_gpufan_elements_downstream (GstPad * src);
+ * with a reference. At most a few hundred. @peer: the pad @src is being
+ * linked to (in a link function, the pads are not peers yet). */
+std::vector<GstElement *> gst_gpufan_elements_downstream (GstPad * src,
+    GstPad * peer = nullptr);
 
-/* The CUDA device of the nearest element upstream of @sink (through bins)
- * that has a `cuda-device-id`, named in @who: its GPU, -1 when it asks for
- * any (a writable one left at -1), -2 when there is none. */
+/* The CUDA device of the elements upstream of @sink (through bins) that
+ * have a `cuda-device-id`, named in @who: their GPU when those bound to one
+ * agree, -1 when they all take any (a writable one left at -1), -2 when
+ * there is none, -3 when they are bound to several GPUs. */
 gint gst_gpufan_upstream_cuda_device (GstPad * sink, std::string * who);
 
 /* Every element inside @bin, recursively, each with a reference. */

@@ -23,6 +23,7 @@ typedef GstObject * (*NewWrappedFunc) (gpointer cu_context, int cu_device);
 typedef GstContext * (*NewGstContextFunc) (GstObject * cuda_context);
 typedef gboolean (*IsCudaMemoryFunc) (GstMemory * mem);
 typedef GstBufferPool * (*CudaBufferPoolNewFunc) (GstObject * cuda_context);
+typedef void (*CudaMemorySyncFunc) (GstMemory * mem);
 
 /* The start of GstCudaMemory (gst/cuda/gstcudamemory.h, GStreamer 1.22):
  * the memory's context, then the layout of the frame in it (pitched). */
@@ -41,6 +42,8 @@ struct GstCudaLibrary {
   NewGstContextFunc new_gst_context = nullptr;
   IsCudaMemoryFunc is_cuda_memory = nullptr;       /* optional */
   CudaBufferPoolNewFunc buffer_pool_new = nullptr; /* optional */
+  /* GStreamer >= 1.24: waits for work pending on a memory's own stream */
+  CudaMemorySyncFunc memory_sync = nullptr;
   std::string error;
 };
 
@@ -75,6 +78,9 @@ gst_cuda_library ()
       lib.is_cuda_memory = nullptr;
       lib.buffer_pool_new = nullptr;
     }
+    if (!g_module_symbol (module, "gst_cuda_memory_sync",
+            (gpointer *)&lib.memory_sync))
+      lib.memory_sync = nullptr;
     /* kept open: its GstCudaContext type lives as long as the process */
     g_module_make_resident (module);
   });
@@ -262,7 +268,11 @@ copy_metadata (GstBuffer * dst, GstBuffer * src)
       src,
       [] (GstBuffer * from, GstMeta ** meta, gpointer data) -> gboolean {
         const GstMetaInfo * info = (*meta)->info;
-        if (info->api == GST_VIDEO_META_API_TYPE || !info->transform_func)
+        /* as gst_buffer_copy_into: a meta about the memory stays with it */
+        static const GQuark memory_tag
+            = g_quark_from_static_string (GST_META_TAG_MEMORY_STR);
+        if (info->api == GST_VIDEO_META_API_TYPE || !info->transform_func
+            || gst_meta_api_type_has_tag (info->api, memory_tag))
           return TRUE;
         GstMetaTransformCopy copy = { FALSE, 0, (gsize)-1 };
         info->transform_func (GST_BUFFER_CAST (data), *meta, from,
@@ -304,10 +314,23 @@ gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, GstBuffer * dst, int to,
   if (!in || !out
       || GST_VIDEO_INFO_FORMAT (&in->info) != GST_VIDEO_INFO_FORMAT (&out->info)
       || GST_VIDEO_INFO_N_PLANES (&in->info)
-          != GST_VIDEO_INFO_N_PLANES (&out->info)) {
-    *error = "the frames are not alike in CUDA memory";
+          != GST_VIDEO_INFO_N_PLANES (&out->info)
+      || GST_VIDEO_INFO_WIDTH (&in->info) != GST_VIDEO_INFO_WIDTH (&out->info)
+      || GST_VIDEO_INFO_HEIGHT (&in->info)
+          != GST_VIDEO_INFO_HEIGHT (&out->info)) {
+    *error = "the frame and the pool's are not alike (format or size)";
     return 0;
   }
+  for (guint c = 0; c < GST_VIDEO_INFO_N_COMPONENTS (&in->info); c++)
+    if (GST_VIDEO_INFO_COMP_PSTRIDE (&in->info, c) <= 0) {
+      *error = std::string ("no plane geometry for ")
+          + GST_VIDEO_INFO_NAME (&in->info) + " (packed groups of pixels)";
+      return 0;
+    }
+  /* its producer's work on it is done before another stream reads it */
+  const GstCudaLibrary & lib = gst_cuda_library ();
+  if (lib.memory_sync)
+    lib.memory_sync (&in->mem);
   GstMapInfo src_map, dst_map, host_map;
   if (!gst_memory_map (&in->mem, &src_map,
           (GstMapFlags)(GST_MAP_READ | kMapCuda))) {

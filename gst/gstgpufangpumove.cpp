@@ -36,8 +36,9 @@ GstGpuFanGpuMove::PoolFor (GstCaps * caps, std::string * why_not)
     gst_buffer_pool_set_active (pool_, FALSE);
     gst_clear_object (&pool_);
   }
-  gst_caps_replace (&pool_caps_, caps);
   pool_ = gst_gpufan_cuda_pool_new (gpu_, caps, kPoolFrames, why_not);
+  /* a pool that cannot be made is tried again with the next frame */
+  gst_caps_replace (&pool_caps_, pool_ ? caps : nullptr);
   return pool_;
 }
 

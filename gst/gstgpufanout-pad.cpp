@@ -180,12 +180,15 @@ gst_gpufan_out_src_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
 }
 
 static GstPadLinkReturn
-gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad *)
+gst_gpufan_out_src_link (GstPad * pad, GstObject *, GstPad * peer)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT_PAD (pad)->fanout;
   if (LanePtr lane = find_lane (self, GST_GPUFAN_OUT_PAD (pad)->lane)) {
     request_probe (self, lane);
     lane_set_linked (self, lane, true);
+    /* a lane linked while streaming (placed already): what is linked of
+     * its branch is bound now, before it starts, where that can still be */
+    bind_lane_branch (self, lane, peer);
   }
   return GST_PAD_LINK_OK;
 }

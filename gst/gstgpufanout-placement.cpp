@@ -224,7 +224,8 @@ fanout::place_all_lanes (GstGpuFanOut * self)
 }
 
 gboolean
-fanout::bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane)
+fanout::bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane,
+    GstPad * peer)
 {
   gint gpu;
   {
@@ -234,7 +235,8 @@ fanout::bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane)
     gpu = lane->device.index;
   }
   std::string error;
-  for (GstElement * element : gst_gpufan_elements_downstream (lane->pad)) {
+  for (GstElement * element :
+      gst_gpufan_elements_downstream (lane->pad, peer)) {
     const GstGpuFanBinding bound = gst_gpufan_bind_element (element, gpu);
     gst_object_unref (element);
     if (!bound.done.empty ())
@@ -395,6 +397,15 @@ fanout::answer_upstream_cuda_context_query (GstGpuFanOut * self, GstPad * sink,
   gint device = gst_gpufan_upstream_cuda_device (sink, &who);
   if (device == -2)
     return FALSE;
+  if (device == -3) {
+    /* which of them asks cannot be told: a wrong GPU's context would be
+     * refused, and the asker would look no further */
+    GST_INFO_OBJECT (self,
+        "upstream CUDA elements on several GPUs (%s): their context queries "
+        "are left to the lanes",
+        who.c_str ());
+    return FALSE;
+  }
   std::vector<gint> lane_gpus; /* in lane order */
   for (const LanePtr & lane : snapshot_lanes (self)) {
     std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);

@@ -602,8 +602,10 @@ void unplace_all_lanes (GstGpuFanOut * self);
 gboolean place_all_lanes (GstGpuFanOut * self);
 /* Binds the elements of the lane's branch (up to gpufanin) to the lane's
  * GPU (gstgpufanbinding.h): warnings posted; FALSE, with an ERROR posted,
- * when one is fixed to another GPU. */
-gboolean bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane);
+ * when one is fixed to another GPU. @peer: the pad the lane's pad is being
+ * linked to (from its link function). */
+gboolean bind_lane_branch (GstGpuFanOut * self, const LanePtr & lane,
+    GstPad * peer = nullptr);
 void stage_item (const LanePtr & lane, QueuedItem & item);
 gboolean answer_cuda_context_query (GstGpuFanOut * self, GstPad * pad,
     GstQuery * query);

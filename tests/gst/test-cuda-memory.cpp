@@ -32,15 +32,17 @@ bool HaveCudaElements() {
 }
 
 // The stand-in driver's count of contexts GStreamer made for itself
-// (cuCtxCreate), or -1 when the driver is a real one.
+// (cuCtxCreate), or -1 when the driver is a real one. Loads $GPUFAN_LIBCUDA
+// itself (the same instance the elements load later), so that the answer
+// does not depend on which test ran first.
 int CreatedContexts() {
-  const char *path = g_getenv("GPUFAN_LIBCUDA");
-  void *library = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  if (library == nullptr)
-    return -1;
-  auto created = reinterpret_cast<int (*)()>(
-      dlsym(library, "gpufan_fake_cuda_created_contexts"));
-  dlclose(library);  // drops only the reference RTLD_NOLOAD took
+  static void *library = [] {
+    const char *path = g_getenv("GPUFAN_LIBCUDA");
+    return path ? dlopen(path, RTLD_NOW) : nullptr;  // kept for the process
+  }();
+  auto created = library ? reinterpret_cast<int (*)()>(dlsym(
+                               library, "gpufan_fake_cuda_created_contexts"))
+                         : nullptr;
   return created ? created() : -1;
 }
 

@@ -357,7 +357,20 @@ void RegisterFixedGpu(const char *factory, guint gpu) {
 struct DeviceIdElement {
   GstBaseTransform parent;
   gint device;
+  // Its device when it started (READY->PAUSED), as DeepStream's elements
+  // read gpu-id then; -100 before.
+  std::atomic<gint> started_on;
 };
+
+gboolean DeviceIdStart(GstBaseTransform *trans) {
+  auto *self = reinterpret_cast<DeviceIdElement *>(trans);
+  self->started_on = self->device;
+  return TRUE;
+}
+
+gint StartedOn(GstElement *element) {
+  return reinterpret_cast<DeviceIdElement *>(element)->started_on.load();
+}
 
 void DeviceIdSetProperty(GObject *object, guint, const GValue *value,
                          GParamSpec *spec) {
@@ -388,11 +401,14 @@ void DeviceIdClassInit(gpointer klass, gpointer data) {
                                 G_PARAM_READWRITE));
   TestElementClassInit(klass, "device id", "Filter/Video");
   GST_BASE_TRANSFORM_CLASS(klass)->passthrough_on_same_caps = TRUE;
+  GST_BASE_TRANSFORM_CLASS(klass)->start = DeviceIdStart;
 }
 
 void DeviceIdInit(GTypeInstance *instance, gpointer klass) {
-  reinterpret_cast<DeviceIdElement *>(instance)->device =
+  auto *self = reinterpret_cast<DeviceIdElement *>(instance);
+  self->device =
       g_object_class_find_property(G_OBJECT_CLASS(klass), "gpu-id") ? 0 : -1;
+  self->started_on = -100;
 }
 
 void RegisterDeviceId(const char *factory, bool gpu_id) {
@@ -476,10 +492,14 @@ size_t FanoutWarningsWith(LaunchedPipeline& p, const std::string& text) {
 
 // At frame `at`, from the source's thread: one more lane on fan-out "f",
 // running a new `factory` element named "late", into fan-in "i".
+// With `start_first`, the element is brought to the pipeline's state
+// before the fan-out's pad is linked to it (too late for a gpu-id);
+// otherwise after.
 struct AddLaneAt {
   LaunchedPipeline *p;
   int64_t at;
   const char *factory;
+  bool start_first = false;
   static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
                                  gpointer data) {
     auto *a = static_cast<AddLaneAt *>(data);
@@ -487,14 +507,24 @@ struct AddLaneAt {
             GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info))) != a->at)
       return GST_PAD_PROBE_OK;
     GstElement *element = gst_element_factory_make(a->factory, "late");
+    // the pipeline may still be changing state: it would start the new
+    // element with its other children, before it is linked
+    gst_element_set_locked_state(element, TRUE);
     gst_bin_add(GST_BIN(a->p->get()), element);
     GstPad *from = gst_element_request_pad_simple(a->p->element("f"), "src_%u");
     GstPad *to = gst_element_request_pad_simple(a->p->element("i"), "sink_%u");
     GstPad *in = gst_element_get_static_pad(element, "sink");
     GstPad *out = gst_element_get_static_pad(element, "src");
     EXPECT_EQ(gst_pad_link(out, to), GST_PAD_LINK_OK);
-    EXPECT_TRUE(gst_element_sync_state_with_parent(element));
+    if (a->start_first) {
+      gst_element_set_locked_state(element, FALSE);
+      EXPECT_TRUE(gst_element_sync_state_with_parent(element));
+    }
     EXPECT_EQ(gst_pad_link(from, in), GST_PAD_LINK_OK);
+    if (!a->start_first) {
+      gst_element_set_locked_state(element, FALSE);
+      EXPECT_TRUE(gst_element_sync_state_with_parent(element));
+    }
     for (GstPad *pad : {from, to, in, out})
       gst_object_unref(pad);
     return GST_PAD_PROBE_OK;
@@ -529,6 +559,7 @@ TEST_F(GpuFanBinFixedGpu, HandWrittenLanesAreBoundToTheirGpu) {
   GstElement *c = gst_bin_get_by_name(GST_BIN(inner), "c");
   ASSERT_TRUE(b != nullptr && c != nullptr);
   EXPECT_EQ(DeviceOf(b, "gpu-id"), 1) << "left at its default: the lane's";
+  EXPECT_EQ(StartedOn(b), 1) << "set before it started";
   EXPECT_EQ(DeviceOf(c, "cuda-device-id"), -1) << "asks for a context";
   gst_object_unref(b);
   gst_object_unref(c);
@@ -560,9 +591,10 @@ TEST_F(GpuFanBinFixedGpu, AnElementOfAnotherGpuInAHandWrittenLaneIsAnError) {
       "on GPU 1: no element of its family is registered for GPU 1");
 }
 
-// A lane linked while the stream runs is bound when gpufanin claims it,
-// before its first frame; an element fixed to another GPU there stops the
-// stream with the same clear error.
+// A lane linked while the stream runs is bound when the fan-out's pad is
+// linked to it: an element linked before it starts starts on its lane's GPU;
+// one started first cannot be bound, and a warning says so. An element
+// fixed to another GPU there stops the stream with the same clear error.
 TEST_F(GpuFanBinFixedGpu, ALaneLinkedWhilePlayingIsBound) {
   const std::string line =
       "videotestsrc name=src num-buffers=200 ! "
@@ -578,9 +610,25 @@ TEST_F(GpuFanBinFixedGpu, ALaneLinkedWhilePlayingIsBound) {
     RecordLog& out = p.Record("out", "sink");
     ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
     ASSERT_NE(p.element("late"), nullptr);
-    EXPECT_EQ(DeviceOf(p.element("late"), "gpu-id"), 1)
+    EXPECT_EQ(StartedOn(p.element("late")), 1)
         << "devices=auto put the second lane on GPU 1";
     EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, 200)) << out.Summary();
+    EXPECT_TRUE(p.Stop());
+  }
+  {
+    LaunchedPipeline p(line);
+    ASSERT_TRUE(p.ok());
+    AddLaneAt add{&p, 10, "gpufantestgpuid", /*start_first=*/true};
+    p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, AddLaneAt::Probe, &add);
+    ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+    ASSERT_NE(p.element("late"), nullptr);
+    EXPECT_EQ(StartedOn(p.element("late")), 0);
+    EXPECT_EQ(DeviceOf(p.element("late"), "gpu-id"), 0) << "left as it ran";
+    EXPECT_EQ(FanoutWarningsWith(p,
+                                 "Lane 1: late (gpufantestgpuid) started "
+                                 "on GPU 0 before its lane (on GPU 1) "
+                                 "could set its gpu-id"),
+              1u);
     EXPECT_TRUE(p.Stop());
   }
   LaunchedPipeline p(line);
