@@ -8,7 +8,8 @@ Runs `BENCH --json OUT.json BENCH ARGUMENTS...`, which must exit 0, and
 checks the JSON: well-formed; N devices (--devices, default: at least one),
 each with its ordinal, name, uuid, PCI bus id and NUMA node (an integer, -1
 when unknown); positive pageable, pinned and device-to-device figures with
-one time per repetition, each figure the bytes copied per second of its
+one time per repetition (via-host too, with its ratio to pinned), each
+figure the bytes copied per second of its
 median time (not the read + write traffic, which the d2d_note names);
 cuda_driver_version a "major.minor" string (equal to --driver when given).
 Over the stand-in driver the figures measure memcpy, so only their presence
@@ -24,7 +25,7 @@ import statistics
 import subprocess
 import sys
 
-KINDS = ("pageable", "pinned", "d2d")
+KINDS = ("pageable", "pinned", "d2d", "via_host")
 
 
 def fail(msg):
@@ -83,6 +84,9 @@ def check_device(dev, where, size, reps):
     ratio = field(dev, "ratio", where, positive=True)
     if not close(ratio, gbps["pinned"] / gbps["pageable"]):
         fail(f"{where}: ratio {ratio} is not pinned / pageable")
+    via = field(dev, "via_host_ratio", where, positive=True)
+    if not close(via, gbps["via_host"] / gbps["pinned"]):
+        fail(f"{where}: via_host_ratio {via} is not via_host / pinned")
 
 
 def check(doc, want_devices, want_driver):
@@ -145,7 +149,8 @@ def main():
     devices = check(doc, args.devices, args.driver)
     # The table says what it measures, and lists every device.
     for needed in ("CUDA driver version: " + doc["cuda_driver_version"],
-                   "pageable", "pinned", "d2d", "numa"):
+                   "pageable", "pinned", "d2d", "via-host", "via/pinned",
+                   "numa"):
         if needed not in proc.stdout:
             fail(f"the table has no {needed!r}")
     rows = [line for line in proc.stdout.splitlines()

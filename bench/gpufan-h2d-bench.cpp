@@ -7,7 +7,11 @@
 // non-blocking stream, timed with CUDA events after untimed warm-ups; the
 // median of the repetitions is reported. GB/s are 10^9 bytes copied per
 // second: a device-to-device copy reads and writes each byte, so its device
-// memory traffic is twice its figure.
+// memory traffic is twice its figure. Last, the way gpufan moves a frame
+// between GPUs without peer access (gpufan::cuda::CopyPlanesViaHost): down
+// into pinned host memory and up into another buffer of the same GPU, as a
+// 2D copy of 16 KiB rows; timed on the host clock (it waits for both
+// copies), and compared with the pinned H2D figure (via/pinned).
 //
 // The GPUs are the ones the plugin sees (gpufan::DeviceRegistry), each with
 // its NUMA node as hwloc places it (-1, "?" in the table: unknown).
@@ -16,19 +20,23 @@
 //
 // The table: "CUDA driver version: 12.2" (the newest CUDA version the driver
 // supports), a line saying what is measured, then per GPU: dev, name, pci,
-// numa, size MiB, pageable, pinned, ratio (pinned / pageable) and d2d, in GB/s.
+// numa, size MiB, pageable, pinned, ratio (pinned / pageable), d2d, via-host
+// (GB/s) and via/pinned.
 // The JSON (--json):
 //   {"benchmark": "h2d", "unit": "GB/s (1e9 B/s)", "size_bytes": N,
 //    "repetitions": R, "cuda_driver_version": "12.2" (null if unknown),
 //    "d2d_note": "...",
 //    "devices": [{"ordinal", "name", "uuid", "pci_bus_id", "numa_node",
 //                 "pageable_gbps", "pinned_gbps", "ratio", "d2d_gbps",
-//                 "pageable_ms", "pinned_ms", "d2d_ms" (every repetition)}]}
+//                 "via_host_gbps", "via_host_ratio" (via-host / pinned),
+//                 "pageable_ms", "pinned_ms", "d2d_ms", "via_host_ms"
+//                 (every repetition)}]}
 //
 // Exit status: 0 measured, 77 no CUDA device (a skip, as meson and automake
 // read it), 1 a CUDA error, 2 bad arguments.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,7 +79,8 @@ struct Result {
   size_t bytes = 0;
   std::vector<double> pageable_ms;
   std::vector<double> pinned_ms;
-  std::vector<double> d2d_ms;  // device to device, same GPU
+  std::vector<double> d2d_ms;       // device to device, same GPU
+  std::vector<double> via_host_ms;  // down to pinned memory and up again
 };
 
 void Usage(FILE *out) {
@@ -261,6 +270,28 @@ Result Measure(const Device& device, const Options& options) {
     GPUFAN_CU_CHECK(driver, cuMemcpyDtoDAsync_v2(copy.ptr, target.ptr,
                                                  result.bytes, cu_stream));
   });
+
+  // A frame's way between GPUs without peer access: the host buffer pinned
+  // again, the copy as CopyPlanesViaHost makes it (it waits for itself).
+  Registration registration;
+  gpufan::cuda::RegisterHost(host.get(), result.bytes);
+  registration.p = host.get();
+  constexpr size_t kRow = 16 << 10;
+  gpufan::cuda::Plane2D plane;
+  plane.src = copy.ptr;
+  plane.dst = target.ptr;
+  plane.src_pitch = plane.dst_pitch = plane.width_bytes = kRow;
+  plane.height = result.bytes / kRow;
+  const std::vector<gpufan::cuda::Plane2D> planes{plane};
+  for (int i = 0; i < kWarmUp + options.reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    gpufan::cuda::CopyPlanesViaHost(device.index, device.index, cu_stream,
+                                    host.get(), planes);
+    const std::chrono::duration<double, std::milli> took =
+        std::chrono::steady_clock::now() - start;
+    if (i >= kWarmUp)
+      result.via_host_ms.push_back(took.count());
+  }
   return result;
 }
 
@@ -277,19 +308,23 @@ void PrintTable(const std::vector<Result>& results, int reps,
       "H2D and D2D copies, median of %d, GB/s = 10^9 B copied/s "
       "(D2D reads and writes: memory traffic is twice the d2d figure)\n",
       reps);
-  std::printf("%-4s %-32s %-13s %4s %9s %10s %8s %7s %8s\n", "dev", "name",
-              "pci", "numa", "size MiB", "pageable", "pinned", "ratio", "d2d");
+  std::printf("%-4s %-32s %-13s %4s %9s %10s %8s %7s %8s %9s %11s\n", "dev",
+              "name", "pci", "numa", "size MiB", "pageable", "pinned", "ratio",
+              "d2d", "via-host", "via/pinned");
   for (const Result& r : results) {
     const double pageable = GBps(r.bytes, Median(r.pageable_ms));
     const double pinned = GBps(r.bytes, Median(r.pinned_ms));
     const std::string numa = r.device.numa_node >= 0
                                  ? std::to_string(r.device.numa_node)
                                  : std::string("?");
-    std::printf("%-4d %-32.32s %-13s %4s %9zu %10.2f %8.2f %7.2f %8.2f\n",
-                r.device.index, r.device.name.c_str(),
-                r.device.pci_bus_id.c_str(), numa.c_str(), r.bytes >> 20,
-                pageable, pinned, pageable > 0.0 ? pinned / pageable : 0.0,
-                GBps(r.bytes, Median(r.d2d_ms)));
+    const double via = GBps(r.bytes, Median(r.via_host_ms));
+    std::printf(
+        "%-4d %-32.32s %-13s %4s %9zu %10.2f %8.2f %7.2f %8.2f %9.2f %11.2f\n",
+        r.device.index, r.device.name.c_str(), r.device.pci_bus_id.c_str(),
+        numa.c_str(), r.bytes >> 20, pageable, pinned,
+        pageable > 0.0 ? pinned / pageable : 0.0,
+        GBps(r.bytes, Median(r.d2d_ms)), via,
+        pinned > 0.0 ? via / pinned : 0.0);
   }
 }
 
@@ -311,20 +346,23 @@ bool WriteJson(const std::string& path, const std::vector<Result>& results,
     const Result& r = results[i];
     const double pageable = GBps(r.bytes, Median(r.pageable_ms));
     const double pinned = GBps(r.bytes, Median(r.pinned_ms));
+    const double via = GBps(r.bytes, Median(r.via_host_ms));
     std::fprintf(
         out,
         "%s\n    {\"ordinal\": %d, \"name\": %s, \"uuid\": %s, "
         "\"pci_bus_id\": %s, \"numa_node\": %d,\n"
         "     \"pageable_gbps\": %.4f, \"pinned_gbps\": %.4f, "
         "\"ratio\": %.4f, \"d2d_gbps\": %.4f,\n"
+        "     \"via_host_gbps\": %.4f, \"via_host_ratio\": %.4f,\n"
         "     \"pageable_ms\": %s,\n     \"pinned_ms\": %s,\n"
-        "     \"d2d_ms\": %s}",
+        "     \"d2d_ms\": %s,\n     \"via_host_ms\": %s}",
         i > 0 ? "," : "", r.device.index, JsonString(r.device.name).c_str(),
         JsonString(r.device.uuid).c_str(),
         JsonString(r.device.pci_bus_id).c_str(), r.device.numa_node, pageable,
         pinned, pageable > 0.0 ? pinned / pageable : 0.0,
-        GBps(r.bytes, Median(r.d2d_ms)), JsonNumbers(r.pageable_ms).c_str(),
-        JsonNumbers(r.pinned_ms).c_str(), JsonNumbers(r.d2d_ms).c_str());
+        GBps(r.bytes, Median(r.d2d_ms)), via, pinned > 0.0 ? via / pinned : 0.0,
+        JsonNumbers(r.pageable_ms).c_str(), JsonNumbers(r.pinned_ms).c_str(),
+        JsonNumbers(r.d2d_ms).c_str(), JsonNumbers(r.via_host_ms).c_str());
   }
   std::fprintf(out, "\n  ]\n}\n");
   return CloseJsonFile(out, path);

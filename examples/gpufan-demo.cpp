@@ -364,13 +364,28 @@ void PrintLaneTable(const GstStructure *stats) {
           policy ? policy : "?", U64(stats, "dispatched"),
           U64(stats, "released"), U64(stats, "max-in-flight"),
           U64(stats, "window-peak"));
-  g_print("  %4s  %-16s %10s %10s %8s %11s %8s\n", "lane", "device",
-          "dispatched", "completed", "dropped", "service ms", "fps");
   const GValue *lanes = gst_structure_get_value(stats, "lanes");
   if (!lanes || !GST_VALUE_HOLDS_ARRAY(lanes)) {
     g_print("  (no per-lane statistics)\n");
     return;
   }
+  // Frames in GPU memory: how they reached their lane's GPU (only shown
+  // where a lane got any).
+  auto gpu_frames = [](const GstStructure *l) {
+    return U64(l, "gpu-in-place") + U64(l, "gpu-copies-peer") +
+           U64(l, "gpu-copies-via-host") + U64(l, "gpu-copies-skipped");
+  };
+  bool gpu = false;
+  for (guint i = 0; i < gst_value_array_get_size(lanes); i++) {
+    const GValue *v = gst_value_array_get_value(lanes, i);
+    gpu |= GST_VALUE_HOLDS_STRUCTURE(v) &&
+           gpu_frames(gst_value_get_structure(v)) > 0;
+  }
+  g_print("  %4s  %-16s %10s %10s %8s %11s %8s", "lane", "device", "dispatched",
+          "completed", "dropped", "service ms", "fps");
+  if (gpu)
+    g_print(" %8s %6s %9s %8s", "in place", "peer", "via host", "copy MB");
+  g_print("\n");
   for (guint i = 0; i < gst_value_array_get_size(lanes); i++) {
     const GValue *v = gst_value_array_get_value(lanes, i);
     if (!GST_VALUE_HOLDS_STRUCTURE(v))
@@ -378,10 +393,16 @@ void PrintLaneTable(const GstStructure *stats) {
     const GstStructure *l = gst_value_get_structure(v);
     const gchar *device = gst_structure_get_string(l, "device");
     g_print("  %4" G_GUINT64_FORMAT "  %-16s %10" G_GUINT64_FORMAT
-            " %10" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %11.2f %8.1f\n",
+            " %10" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %11.2f %8.1f",
             U64(l, "lane"), device ? device : "?", U64(l, "dispatched"),
             U64(l, "completed"), U64(l, "dropped"),
             U64(l, "service-time") / 1e6, Double(l, "fps"));
+    if (gpu)
+      g_print(" %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
+              " %9" G_GUINT64_FORMAT " %8.1f",
+              U64(l, "gpu-in-place"), U64(l, "gpu-copies-peer"),
+              U64(l, "gpu-copies-via-host"), U64(l, "gpu-copy-bytes") / 1e6);
+    g_print("\n");
   }
 }
 

@@ -10,7 +10,8 @@
 # Builds the project (scripts/setup.sh, which installs what is missing), then
 # writes DIR/gpufan-gpu-bundle/ (default DIR: out/; about 24 MiB) and
 # DIR/gpufan-gpu-bundle.tar.gz:
-#   bin/       the GPU test binaries (test-lib-cuda, test-devices), the
+#   bin/       the GPU test binaries (test-lib-cuda, test-devices,
+#              test-cuda-memory), the
 #              benchmark gpufan-h2d-bench, gpufan-devices, gpufan-demo,
 #              gst-launch-1.0 and gst-inspect-1.0
 #   lib/       libgpufan and every shared library those programs and the
@@ -54,6 +55,7 @@ build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || die "no build directory ${BUI
 declare -A programs=(
   [test-lib-cuda]=$build_dir/tests/lib/test-lib-cuda
   [test-devices]=$build_dir/tests/gst/test-devices
+  [test-cuda-memory]=$build_dir/tests/gst/test-cuda-memory
   [gpufan-h2d-bench]=$build_dir/bench/gpufan-h2d-bench
   [gpufan-devices]=$build_dir/examples/gpufan-devices
   [gpufan-demo]=$build_dir/examples/gpufan-demo

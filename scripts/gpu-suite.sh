@@ -9,7 +9,8 @@
 # It runs everything from the bundle's private prefix (library path, plugin
 # path and a registry of its own; the machine's libraries are used only for
 # glibc and the NVIDIA driver), checks nvidia-smi, then:
-#   - the GPU tests: test-lib-cuda (CudaGpu.*) and test-devices (DevicesGpu.*),
+#   - the GPU tests: test-lib-cuda (CudaGpu.*), test-devices (DevicesGpu.*)
+#     and test-cuda-memory (CudaMemory.*),
 #     whole binaries; on a machine whose nvidia-smi lists a GPU a skipped GPU
 #     test is a failure;
 #   - gpufan-h2d-bench (pageable vs pinned host-to-device, device-to-device);
@@ -279,6 +280,9 @@ run_gtest test-lib-cuda test-lib-cuda CudaGpu
 # As meson runs it: the one test that needs a small host pool runs alone.
 GTEST_FILTER='-*.AFullHostPoolFallsBackToOrdinaryMemory' \
   run_gtest test-devices test-devices DevicesGpu
+# Frames in CUDA memory through both elements, with nvcodec's own elements
+# (the cases that need the stand-in driver's counters skip).
+run_gtest test-cuda-memory test-cuda-memory CudaMemory
 
 # --- bandwidth --------------------------------------------------------------
 begin "gpufan-h2d-bench"
@@ -293,8 +297,9 @@ if ((rc == 0)); then
   # Per device: pageable, pinned and device-to-device GB/s.
   awk -F'[:,]' '
     /"ordinal"/ { for (i = 1; i <= NF; i++) if ($i ~ /"ordinal"/) dev = $(i + 1) + 0 }
-    { for (i = 1; i <= NF; i++) if ($i ~ /"(pageable|pinned|d2d)_gbps"/) {
-        k = $i; gsub(/[" ]/, "", k); sub(/_gbps$/, "", k); if (k != "d2d") k = "h2d-" k
+    { for (i = 1; i <= NF; i++) if ($i ~ /"(pageable|pinned|d2d|via_host)_gbps"/) {
+        k = $i; gsub(/[" ]/, "", k); sub(/_gbps$/, "", k)
+        if (k == "via_host") k = "via-host"; else if (k != "d2d") k = "h2d-" k
         printf "gpu%d-%s\t%s\n", dev, k, $(i + 1) + 0 } }
   ' "$out/h2d.json" | while IFS=$'\t' read -r k v; do echo "$k $v"; done >"$work/h2d-figures"
   while read -r k v; do figure "$k" "$v" "GB/s"; done <"$work/h2d-figures"

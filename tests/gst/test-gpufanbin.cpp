@@ -1255,7 +1255,7 @@ TEST(GpuFanBinReplay, DroppedReplayedFramesAreProvenByTheirMarker) {
 TEST(GpuFanBinReplay, ThreeFailuresInFiveThousandFramesLoseNothing) {
   ExpectNoFrameLost(
       5000,
-      "on-stall=replay stall-timeout=500000000 lane-restart-delay=50000000",
+      "on-stall=replay stall-timeout=2000000000 lane-restart-delay=50000000",
       {{1, LaneFault::Kind::kError, 200},
        {2, LaneFault::Kind::kBlock, 1000},
        {3, LaneFault::Kind::kSilentError, 3000}},
