@@ -71,6 +71,8 @@ typedef CUresult CUDAAPI tcuDeviceCanAccessPeer(int *can_access, CUdevice dev,
                                                 CUdevice peer);
 typedef CUresult CUDAAPI tcuCtxEnablePeerAccess(CUcontext peer,
                                                 unsigned int flags);
+typedef CUresult CUDAAPI tcuStreamWaitEvent(CUstream stream, CUevent event,
+                                            unsigned int flags);
 
 // From cuda.h (driver API); not in dynlink_cuda.h.
 inline constexpr unsigned int kMemHostRegisterPortable = 0x01;
@@ -119,6 +121,7 @@ struct GPUFAN_API Driver {
   tcuMemcpy2DAsync_v2 *cuMemcpy2DAsync_v2 = nullptr;
   tcuDeviceCanAccessPeer *cuDeviceCanAccessPeer = nullptr;
   tcuCtxEnablePeerAccess *cuCtxEnablePeerAccess = nullptr;
+  tcuStreamWaitEvent *cuStreamWaitEvent = nullptr;
   tcuEventCreate *cuEventCreate = nullptr;
   tcuEventRecord *cuEventRecord = nullptr;
   tcuEventSynchronize *cuEventSynchronize = nullptr;

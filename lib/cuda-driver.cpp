@@ -107,6 +107,7 @@ std::unique_ptr<Driver> OpenDriver(const std::string& path,
               why_not) &&
       Resolve(lib, path, "cuCtxEnablePeerAccess", &d.cuCtxEnablePeerAccess,
               why_not) &&
+      Resolve(lib, path, "cuStreamWaitEvent", &d.cuStreamWaitEvent, why_not) &&
       Resolve(lib, path, "cuEventCreate", &d.cuEventCreate, why_not) &&
       Resolve(lib, path, "cuEventRecord", &d.cuEventRecord, why_not) &&
       Resolve(lib, path, "cuEventSynchronize", &d.cuEventSynchronize,

@@ -221,38 +221,91 @@ void CopyPlanesOnDevice(int ordinal, void *stream,
   GPUFAN_CU_CHECK(driver, cuStreamSynchronize(static_cast<CUstream>(stream)));
 }
 
+namespace {
+
+// A run of rows of one plane, and where it sits in the host buffer.
+struct RowChunk {
+  Plane2D part;        // the plane's rows [first, first + rows)
+  size_t host_offset;  // packed rows in the host buffer
+};
+
+// The planes cut into runs of about kViaHostChunkBytes, in order.
+constexpr size_t kViaHostChunkBytes = size_t{1} << 20;
+std::vector<RowChunk> RowChunks(const std::vector<Plane2D>& planes) {
+  std::vector<RowChunk> chunks;
+  size_t host = 0;
+  for (const Plane2D& plane : planes) {
+    const size_t rows_per_chunk = std::max<size_t>(
+        1, kViaHostChunkBytes / std::max<size_t>(plane.width_bytes, 1));
+    for (size_t first = 0; first < plane.height; first += rows_per_chunk) {
+      RowChunk chunk{plane, host};
+      chunk.part.height = std::min(rows_per_chunk, plane.height - first);
+      chunk.part.src = plane.src + first * plane.src_pitch;
+      chunk.part.dst = plane.dst + first * plane.dst_pitch;
+      chunks.push_back(chunk);
+      host += chunk.part.width_bytes * chunk.part.height;
+    }
+  }
+  return chunks;
+}
+
+// Streams a copy through the host may lease on the source GPU.
+constexpr size_t kViaHostStreams = 64;
+
+}  // namespace
+
 void CopyPlanesViaHost(int src_ordinal, int dst_ordinal, void *stream,
                        void *host, const std::vector<Plane2D>& planes) {
   const Driver& driver = RequireDriver();
   auto *staged = static_cast<unsigned char *>(host);
-  {
-    const std::shared_ptr<PrimaryContext> source =
-        PrimaryContext::Retain(src_ordinal);
-    PrimaryContext::ScopedPush push(*source);
-    size_t at = 0;
-    for (const Plane2D& plane : planes) {
-      Plane2D down = plane;
-      down.dst_pitch = plane.width_bytes;  // packed rows in the host buffer
-      const CUDA_MEMCPY2D copy = Copy2D(down, CU_MEMORYTYPE_DEVICE, nullptr,
-                                        CU_MEMORYTYPE_HOST, staged + at);
-      GPUFAN_CU_CHECK(driver, cuMemcpy2D_v2(&copy));
-      at += plane.width_bytes * plane.height;
-    }
-  }
+  const std::shared_ptr<PrimaryContext> source =
+      PrimaryContext::Retain(src_ordinal);
   const std::shared_ptr<PrimaryContext> destination =
       PrimaryContext::Retain(dst_ordinal);
-  PrimaryContext::ScopedPush push(*destination);
-  size_t at = 0;
-  for (const Plane2D& plane : planes) {
-    Plane2D up = plane;
-    up.src_pitch = plane.width_bytes;
-    const CUDA_MEMCPY2D copy = Copy2D(up, CU_MEMORYTYPE_HOST, staged + at,
-                                      CU_MEMORYTYPE_DEVICE, nullptr);
-    GPUFAN_CU_CHECK(driver,
-                    cuMemcpy2DAsync_v2(&copy, static_cast<CUstream>(stream)));
-    at += plane.width_bytes * plane.height;
+  const auto up_stream = static_cast<CUstream>(stream);
+  StreamPool::Stream down_lease =
+      StreamPool::ForDevice(src_ordinal, kViaHostStreams)->Acquire();
+  const auto down_stream = static_cast<CUstream>(down_lease.handle());
+  // One event: each wait takes the state of the record made just before it.
+  CUevent down_done = nullptr;
+  {
+    PrimaryContext::ScopedPush push(*source);
+    GPUFAN_CU_CHECK(driver, cuEventCreate(&down_done, CU_EVENT_DISABLE_TIMING));
   }
-  GPUFAN_CU_CHECK(driver, cuStreamSynchronize(static_cast<CUstream>(stream)));
+  // Pipelined: run k goes up on the destination's stream while run k + 1
+  // comes down on the source's (the two directions use separate engines).
+  try {
+    for (const RowChunk& chunk : RowChunks(planes)) {
+      Plane2D down = chunk.part;
+      down.dst_pitch = chunk.part.width_bytes;  // packed rows in the host
+      Plane2D up = chunk.part;
+      up.src_pitch = chunk.part.width_bytes;
+      {
+        PrimaryContext::ScopedPush push(*source);
+        const CUDA_MEMCPY2D copy =
+            Copy2D(down, CU_MEMORYTYPE_DEVICE, nullptr, CU_MEMORYTYPE_HOST,
+                   staged + chunk.host_offset);
+        GPUFAN_CU_CHECK(driver, cuMemcpy2DAsync_v2(&copy, down_stream));
+        GPUFAN_CU_CHECK(driver, cuEventRecord(down_done, down_stream));
+      }
+      PrimaryContext::ScopedPush push(*destination);
+      GPUFAN_CU_CHECK(driver, cuStreamWaitEvent(up_stream, down_done, 0));
+      const CUDA_MEMCPY2D copy =
+          Copy2D(up, CU_MEMORYTYPE_HOST, staged + chunk.host_offset,
+                 CU_MEMORYTYPE_DEVICE, nullptr);
+      GPUFAN_CU_CHECK(driver, cuMemcpy2DAsync_v2(&copy, up_stream));
+    }
+    PrimaryContext::ScopedPush push(*destination);
+    GPUFAN_CU_CHECK(driver, cuStreamSynchronize(up_stream));
+  } catch (...) {
+    // both streams idle before the host buffer and the event go
+    PrimaryContext::ScopedPush push(*source);
+    driver.cuStreamSynchronize(down_stream);
+    driver.cuEventDestroy_v2(down_done);
+    throw;
+  }
+  PrimaryContext::ScopedPush push(*source);
+  driver.cuEventDestroy_v2(down_done);
 }
 
 std::string StickyError(int ordinal) {

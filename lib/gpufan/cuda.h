@@ -142,9 +142,11 @@ GPUFAN_API void CopyPlanesOnDevice(int ordinal, void *stream,
                                    const std::vector<Plane2D>& planes);
 
 // Copies `planes` from GPU `src_ordinal`'s memory into GPU `dst_ordinal`'s
-// through pinned host memory `host` (at least PlaneBytes(planes)): down to
-// the host in the source's primary context, then up on `stream` of the
-// destination's; waits for both. Throws Error. Thread-safe.
+// through pinned host memory `host` (at least PlaneBytes(planes)): runs of
+// about 1 MiB come down on a stream of the source's primary context and go
+// up on `stream` of the destination's, each up waiting only for its own
+// down, so the two directions overlap; waits for the last. Throws Error.
+// Thread-safe.
 GPUFAN_API void CopyPlanesViaHost(int src_ordinal, int dst_ordinal,
                                   void *stream, void *host,
                                   const std::vector<Plane2D>& planes);

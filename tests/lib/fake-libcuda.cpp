@@ -422,6 +422,14 @@ FAKE_API CUresult cuEventRecord(CUevent event, CUstream) {
   return CUDA_SUCCESS;
 }
 
+// Copies here are done when their call returns: nothing to wait for.
+FAKE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event,
+                                    unsigned int flags) {
+  if (!IsStream(stream) || event == nullptr)
+    return R(kInvalidHandle);
+  return flags == 0 ? CUDA_SUCCESS : R(kInvalidValue);
+}
+
 FAKE_API CUresult cuEventSynchronize(CUevent) {
   return CUDA_SUCCESS;
 }

@@ -622,6 +622,72 @@ TEST(CudaFake, DeviceToDeviceCopiesTheBytesInAContext) {
   EXPECT_EQ(to, from);
 }
 
+// Frames between GPUs: planes with pitches of their own, copied device to
+// device and through the host in runs of about 1 MiB (a 2.5 MiB plane makes
+// three), land byte for byte, padding left alone; the planes' bytes are
+// PlaneBytes; the context stack is left as found.
+TEST(CudaFake, PlanesArriveWholeByEitherPath) {
+  REQUIRE_FAKE();
+  struct Buffer {
+    std::vector<unsigned char> bytes;
+    uint64_t at(size_t offset) {
+      return reinterpret_cast<uint64_t>(bytes.data() + offset);
+    }
+  };
+  // A 2560 x 1024 plane (2.5 MiB) and a 1280 x 513 one, pitched.
+  const size_t widths[] = {2560, 1280}, heights[] = {1024, 513};
+  const size_t src_pitch = 3072, dst_pitch = 2816;
+  Buffer src{std::vector<unsigned char>(src_pitch * (1024 + 513))};
+  for (size_t i = 0; i < src.bytes.size(); i++)
+    src.bytes[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+  std::vector<Plane2D> planes;
+  size_t src_offset = 0, dst_offset = 0;
+  for (int p = 0; p < 2; p++) {
+    Plane2D plane;
+    plane.src_pitch = src_pitch;
+    plane.dst_pitch = dst_pitch;
+    plane.width_bytes = widths[p];
+    plane.height = heights[p];
+    plane.src = src_offset;  // offsets until the buffers exist
+    plane.dst = dst_offset;
+    src_offset += src_pitch * heights[p];
+    dst_offset += dst_pitch * heights[p];
+    planes.push_back(plane);
+  }
+  EXPECT_EQ(PlaneBytes(planes), 2560u * 1024 + 1280 * 513);
+  std::vector<unsigned char> host(PlaneBytes(planes));
+  for (const bool via_host : {false, true}) {
+    SCOPED_TRACE(via_host ? "via host" : "device to device");
+    Buffer dst{std::vector<unsigned char>(dst_offset, 0xee)};
+    std::vector<Plane2D> placed = planes;
+    for (Plane2D& plane : placed) {
+      plane.src = src.at(plane.src);
+      plane.dst = dst.at(plane.dst);
+    }
+    const std::shared_ptr<StreamPool> pool = StreamPool::ForDevice(1, 1);
+    StreamPool::Stream stream = pool->Acquire();
+    if (via_host)
+      CopyPlanesViaHost(0, 1, stream.handle(), host.data(), placed);
+    else
+      CopyPlanesOnDevice(1, stream.handle(), placed);
+    EXPECT_EQ(Fake()->context_depth(), 0);
+    size_t so = 0, dso = 0;
+    for (int p = 0; p < 2; p++) {
+      for (size_t row = 0; row < heights[p]; row++) {
+        const unsigned char *from = &src.bytes[so + row * src_pitch];
+        const unsigned char *to = &dst.bytes[dso + row * dst_pitch];
+        ASSERT_EQ(std::memcmp(from, to, widths[p]), 0)
+            << "plane " << p << " row " << row;
+        if (widths[p] < dst_pitch) {
+          ASSERT_EQ(to[widths[p]], 0xee) << "padding of row " << row;
+        }
+      }
+      so += src_pitch * heights[p];
+      dso += dst_pitch * heights[p];
+    }
+  }
+}
+
 #endif  // GPUFAN_HAVE_CUDA
 
 }  // namespace
