@@ -57,6 +57,23 @@ same_stream (GstEvent * a, GstEvent * b)
   return g_strcmp0 (ida, idb) == 0;
 }
 
+/* The memory @caps' frames are in: "system memory", or its caps features
+ * (memory:CUDAMemory, ...). */
+static std::string
+memory_of (const GstCaps * caps)
+{
+  GstCapsFeatures * features
+      = gst_caps_get_size (caps) ? gst_caps_get_features (caps, 0) : nullptr;
+  if (!features || gst_caps_features_is_any (features)
+      || gst_caps_features_is_equal (features,
+          GST_CAPS_FEATURES_MEMORY_SYSTEM_MEMORY))
+    return "system memory";
+  gchar * text = gst_caps_features_to_string (features);
+  std::string memory = text;
+  g_free (text);
+  return memory;
+}
+
 /* Sends the sticky events @item needs before it: the ones that differ from
  * what downstream has (items), or only the missing ones (attachments). */
 GstFlowReturn
@@ -92,11 +109,23 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
       bool grace = priv->renegotiating
           && item->caps_epoch <= priv->renegotiating_epoch;
       if (priv->out_caps && same_input && !grace) {
-        GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-            ("The lanes produce different caps for the same input"),
-            ("lane %u gives %" GST_PTR_FORMAT
-             ", an earlier lane gave %" GST_PTR_FORMAT,
-                item->lane, caps, priv->out_caps));
+        const std::string memory = memory_of (caps);
+        const std::string earlier = memory_of (priv->out_caps);
+        if (memory != earlier)
+          GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+              ("The lanes deliver frames in different memory (lane %u: %s, "
+               "an earlier lane: %s): end every branch in the same memory, "
+               "e.g. with cudadownload or cudaupload",
+                  item->lane, memory.c_str (), earlier.c_str ()),
+              ("lane %u gives %" GST_PTR_FORMAT
+               ", an earlier lane gave %" GST_PTR_FORMAT,
+                  item->lane, caps, priv->out_caps));
+        else
+          GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+              ("The lanes produce different caps for the same input"),
+              ("lane %u gives %" GST_PTR_FORMAT
+               ", an earlier lane gave %" GST_PTR_FORMAT,
+                  item->lane, caps, priv->out_caps));
         return GST_FLOW_NOT_NEGOTIATED;
       }
       gst_caps_replace (&priv->out_caps, caps);

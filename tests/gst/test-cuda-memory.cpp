@@ -430,3 +430,25 @@ TEST_F(CudaMemoryTwoGpus, OutputDeviceCopiesFramesOfOtherGpusToIt) {
     gst_structure_free(stats);
   }
 }
+
+// Lanes whose branches end in different memory (one in CUDA memory, one
+// downloaded to system memory) are refused with a message that says so.
+TEST_F(CudaMemory, LanesEndingInDifferentMemoryAreAClearError) {
+  LaunchedPipeline p(kSource +
+                     "cudaupload ! video/x-raw(memory:CUDAMemory) ! "
+                     "gpufanout name=f devices=0,0 policy=round-robin "
+                     "gpufanin name=i ! fakesink name=out "
+                     "f.src_0 ! queue ! i.sink_0 "
+                     "f.src_1 ! cudadownload ! video/x-raw ! i.sink_1");
+  ASSERT_TRUE(p.ok());
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  GstMessage *err = p.bus().WaitForType(GST_MESSAGE_ERROR);
+  ASSERT_NE(err, nullptr);
+  const std::string text = BusLog::ErrorText(err);
+  EXPECT_NE(text.find("The lanes deliver frames in different memory"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("memory:CUDAMemory"), std::string::npos) << text;
+  EXPECT_NE(text.find("system memory"), std::string::npos) << text;
+  EXPECT_TRUE(p.Stop());
+}
