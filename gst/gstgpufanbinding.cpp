@@ -205,9 +205,11 @@ element_pad (GstPad * at)
 
 /* The elements met from @from on, away from its element, nearest first;
  * the first through @peer when given (inside a link function, before the
- * pads are peers), else through @from's peer. */
+ * pads are peers), else through @from's peer. Past an element for which
+ * @stop_at is true the walk goes no further on that path. */
 static std::vector<GstElement *>
-elements_along (GstPad * from, GstPad * peer = nullptr)
+elements_along (GstPad * from, GstPad * peer = nullptr,
+    bool (*stop_at) (GstElement *) = nullptr)
 {
   const bool downstream = GST_PAD_IS_SRC (from);
   std::vector<GstElement *> found;
@@ -230,6 +232,8 @@ elements_along (GstPad * from, GstPad * peer = nullptr)
       continue;
     }
     found.push_back (element);
+    if (stop_at && stop_at (element))
+      continue;
     GstIterator * it = downstream ? gst_element_iterate_src_pads (element)
                                   : gst_element_iterate_sink_pads (element);
     GValue item = G_VALUE_INIT;
@@ -251,21 +255,33 @@ gst_gpufan_elements_downstream (GstPad * src, GstPad * peer)
   return elements_along (src, peer);
 }
 
+static bool
+has_cuda_device_id (GstElement * element)
+{
+  return g_object_class_find_property (G_OBJECT_GET_CLASS (element),
+             "cuda-device-id")
+      != nullptr;
+}
+
 gint
 gst_gpufan_upstream_cuda_device (GstPad * sink, std::string * who)
 {
   std::set<gint> devices; /* the GPUs upstream elements are bound to */
   bool any = false;       /* one takes any GPU (a writable -1) */
-  for (GstElement * element : elements_along (sink)) {
-    gint64 value, default_value;
-    gint device = -2;
-    if (writable_integer (element, "cuda-device-id", &value, &default_value))
-      device = (gint)value;
-    else if (GstElementFactory * f = gst_element_get_factory (element))
-      device = gst_gpufan_fixed_cuda_device (f);
-    if (device >= 0 && devices.insert (device).second)
-      *who += (who->empty () ? "" : ", ") + describe (element);
-    any |= device == -1;
+  /* the nearest CUDA element on each path: the ones that may ask us */
+  for (GstElement * element :
+      elements_along (sink, nullptr, has_cuda_device_id)) {
+    if (has_cuda_device_id (element)) {
+      gint64 value, default_value;
+      gint device = -1;
+      if (writable_integer (element, "cuda-device-id", &value, &default_value))
+        device = (gint)value;
+      else if (GstElementFactory * f = gst_element_get_factory (element))
+        device = gst_gpufan_fixed_cuda_device (f);
+      if (device >= 0 && devices.insert (device).second)
+        *who += (who->empty () ? "" : ", ") + describe (element);
+      any |= device < 0;
+    }
     gst_object_unref (element);
   }
   if (devices.size () > 1)

@@ -45,10 +45,11 @@ GstGpuFanBinding gst_gpufan_bind_element (GstElement * element, gint gpu);
 std::vector<GstElement *> gst_gpufan_elements_downstream (GstPad * src,
     GstPad * peer = nullptr);
 
-/* The CUDA device of the elements upstream of @sink (through bins) that
- * have a `cuda-device-id`, named in @who: their GPU when those bound to one
- * agree, -1 when they all take any (a writable one left at -1), -2 when
- * there is none, -3 when they are bound to several GPUs. */
+/* The CUDA device of the nearest elements upstream of @sink (through bins)
+ * that have a `cuda-device-id`, the nearest on each path, named in @who:
+ * their GPU when those bound to one agree, -1 when they all take any (a
+ * writable one left at -1), -2 when there is none, -3 when they are bound
+ * to several GPUs. */
 gint gst_gpufan_upstream_cuda_device (GstPad * sink, std::string * who);
 
 /* Every element inside @bin, recursively, each with a reference. */

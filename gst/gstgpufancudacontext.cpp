@@ -306,8 +306,9 @@ planes_of (const CudaMemoryHead * from, guintptr from_ptr,
 }
 
 size_t
-gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, GstBuffer * dst, int to,
-    void * stream, GstMemory * host, std::string * error)
+gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, void * from_stream,
+    GstBuffer * dst, int to, void * stream, GstMemory * host,
+    std::string * error)
 {
   CudaMemoryHead * in = cuda_memory_of (src);
   CudaMemoryHead * out = cuda_memory_of (dst);
@@ -352,8 +353,8 @@ gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, GstBuffer * dst, int to,
     } else if (gst_memory_map (host, &host_map, GST_MAP_WRITE)) {
       const bool fits = host_map.size >= bytes;
       if (fits)
-        gpufan::cuda::CopyPlanesViaHost (from, to, stream, host_map.data,
-            planes);
+        gpufan::cuda::CopyPlanesViaHost (from, from_stream, to, stream,
+            host_map.data, planes);
       gst_memory_unmap (host, &host_map);
       if (!fits)
         *error = "the host buffer is too small";

@@ -47,7 +47,8 @@ GstBufferPool * gst_gpufan_cuda_pool_new (int ordinal, GstCaps * caps,
 /* Copies @src's frame (CUDA memory of GPU @from) into @dst (from a pool of
  * gst_gpufan_cuda_pool_new for GPU @to), with @src's metadata: device to
  * device when @host is nullptr (peer access on), else through the pinned
- * host memory @host; on @stream of GPU @to, waited for. The bytes moved, or
- * 0 with @error set. */
-size_t gst_gpufan_cuda_copy_frame (GstBuffer * src, int from, GstBuffer * dst,
-    int to, void * stream, GstMemory * host, std::string * error);
+ * host memory @host, down on @from_stream (of GPU @from) and up on @stream
+ * (of GPU @to); waited for. The bytes moved, or 0 with @error set. */
+size_t gst_gpufan_cuda_copy_frame (GstBuffer * src, int from,
+    void * from_stream, GstBuffer * dst, int to, void * stream,
+    GstMemory * host, std::string * error);

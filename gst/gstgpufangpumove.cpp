@@ -65,15 +65,20 @@ GstGpuFanGpuMove::Move (GstBuffer ** frame, GstCaps * caps,
     why_not = "all " + std::to_string (kPoolFrames)
         + " frames of the pool are in use downstream";
   }
-  if (copy && !stream_) {
+  const bool peer = gpufan::cuda::EnablePeerAccess (gpu_, from);
+  if (copy) {
     try {
-      stream_ = gpufan::cuda::StreamPool::ForDevice (gpu_, kCopyStreams)
-                    ->Acquire ();
+      if (!stream_)
+        stream_ = gpufan::cuda::StreamPool::ForDevice (gpu_, kCopyStreams)
+                      ->Acquire ();
+      if (!peer && !source_streams_[from])
+        source_streams_[from]
+            = gpufan::cuda::StreamPool::ForDevice (from, kCopyStreams)
+                  ->Acquire ();
     } catch (const std::exception & e) {
       why_not = e.what ();
     }
   }
-  const bool peer = gpufan::cuda::EnablePeerAccess (gpu_, from);
   GstMemory * host = nullptr;
   if (copy && why_not.empty () && !peer) {
     host = host_allocator ? gst_allocator_alloc (host_allocator,
@@ -85,7 +90,8 @@ GstGpuFanGpuMove::Move (GstBuffer ** frame, GstCaps * caps,
   }
   const auto start = std::chrono::steady_clock::now ();
   if (copy && why_not.empty ())
-    outcome->bytes = gst_gpufan_cuda_copy_frame (*frame, from, copy, gpu_,
+    outcome->bytes = gst_gpufan_cuda_copy_frame (*frame, from,
+        peer ? nullptr : source_streams_[from].handle (), copy, gpu_,
         stream_.handle (), host, &why_not);
   outcome->ns = std::chrono::duration_cast<std::chrono::nanoseconds> (
       std::chrono::steady_clock::now () - start)

@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "gpufan/cuda.h"
@@ -50,5 +51,8 @@ private:
   const int gpu_;
   GstBufferPool * pool_ = nullptr;
   GstCaps * pool_caps_ = nullptr;
-  gpufan::cuda::StreamPool::Stream stream_;
+  gpufan::cuda::StreamPool::Stream stream_; /* on this GPU */
+  /* per source GPU, for copies through the host: held, so that their
+   * pools (and streams) live as long as this */
+  std::map<int, gpufan::cuda::StreamPool::Stream> source_streams_;
 };

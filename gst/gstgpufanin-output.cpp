@@ -11,6 +11,7 @@
 
 #include "gstgpufanin-private.h"
 
+#include "gstgpufancudacontext.h"
 #include "gstgpufandevices.h"
 #include "gstgpufanhostmemory.h"
 
@@ -57,21 +58,22 @@ same_stream (GstEvent * a, GstEvent * b)
   return g_strcmp0 (ida, idb) == 0;
 }
 
-/* The memory @caps' frames are in: "system memory", or its caps features
- * (memory:CUDAMemory, ...). */
+/* The memory @caps' frames are in: "system memory", or its memory:* caps
+ * feature (memory:CUDAMemory, ...). */
 static std::string
 memory_of (const GstCaps * caps)
 {
   GstCapsFeatures * features
       = gst_caps_get_size (caps) ? gst_caps_get_features (caps, 0) : nullptr;
-  if (!features || gst_caps_features_is_any (features)
-      || gst_caps_features_is_equal (features,
-          GST_CAPS_FEATURES_MEMORY_SYSTEM_MEMORY))
-    return "system memory";
-  gchar * text = gst_caps_features_to_string (features);
-  std::string memory = text;
-  g_free (text);
-  return memory;
+  for (guint i = 0; features && !gst_caps_features_is_any (features)
+       && i < gst_caps_features_get_size (features);
+       i++) {
+    const gchar * feature = gst_caps_features_get_nth (features, i);
+    if (g_str_has_prefix (feature, "memory:")
+        && g_strcmp0 (feature, GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY) != 0)
+      return feature; /* meta:* features say nothing of the memory */
+  }
+  return "system memory";
 }
 
 /* Sends the sticky events @item needs before it: the ones that differ from
@@ -169,10 +171,11 @@ move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
 {
   GstGpuFanInPrivate * priv = self->priv;
   const gint device = priv->output_device.load ();
-  if (device < 0)
-    return;
+  if (device < 0 || gst_gpufan_cuda_frame_device (*buffer) < 0)
+    return; /* not asked for, or not in CUDA memory */
   if (!priv->output_move || priv->output_move->gpu () != device) {
     priv->output_move = std::make_unique<GstGpuFanGpuMove> (device);
+    priv->output_move_warned = false;
     gint node = -1;
     for (const gpufan::Device & d : gst_gpufan_device_registry ().devices ())
       if (d.kind == gpufan::DeviceKind::kCuda && d.index == device)
@@ -199,8 +202,11 @@ move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
   if (session)
     session->CountOutputGpuFrame (outcome.path, outcome.bytes, outcome.ns);
   if (!outcome.why_not.empty () && !priv->output_move_warned) {
+    /* the user asked for one GPU downstream: say so on the bus, once */
     priv->output_move_warned = true;
-    GST_WARNING_OBJECT (self, "%s", outcome.why_not.c_str ());
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("output-device=%d: %s", device, outcome.why_not.c_str ()),
+        ("output-gpu-copies-skipped in the statistics counts such frames"));
   }
 }
 

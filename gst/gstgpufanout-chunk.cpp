@@ -200,7 +200,7 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
       if (ret == GST_FLOW_OK)
         ret = dispatch_to_lane (self,
             GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime, &d,
-            &lane);
+            &lane, origin_gpu_of (self, obj));
       if (ret != GST_FLOW_OK) {
         gst_mini_object_unref (obj);
         return ret;

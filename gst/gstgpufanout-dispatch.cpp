@@ -14,6 +14,15 @@
 
 using namespace fanout;
 
+gint
+fanout::origin_gpu_of (GstGpuFanOut * self, GstMiniObject * obj)
+{
+  /* caps in system memory (the usual case) cost one load per item */
+  if (!GST_IS_BUFFER (obj) || self->priv->host_memory_caps.load ())
+    return -1;
+  return gst_gpufan_cuda_frame_device (GST_BUFFER_CAST (obj));
+}
+
 GstFlowReturn
 fanout::prepare_dispatch (GstGpuFanOut * self)
 {
@@ -69,10 +78,7 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
     gst_mini_object_unref (obj);
     return ret;
   }
-  /* a frame in GPU memory: adaptive weighs copying it to each lane's GPU */
-  const gint origin_gpu = is_buffer && !priv->host_memory_caps.load ()
-      ? gst_gpufan_cuda_frame_device (GST_BUFFER_CAST (obj))
-      : -1;
+  const gint origin_gpu = origin_gpu_of (self, obj);
   for (;;) {
     gpufan::Dispatch d;
     LanePtr lane;

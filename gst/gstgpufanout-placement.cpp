@@ -293,6 +293,8 @@ move_to_lane_gpu (const LanePtr & lane, QueuedItem & item)
   const gint gpu = lane->gpu.load (std::memory_order_relaxed);
   if (gpu < 0)
     return; /* a CPU lane: the branch takes what comes */
+  if (gst_gpufan_cuda_frame_device (GST_BUFFER_CAST (item.obj)) < 0)
+    return; /* not in CUDA memory: nothing to move */
   if (!lane->gpu_move || lane->gpu_move->gpu () != gpu)
     lane->gpu_move = std::make_unique<GstGpuFanGpuMove> (gpu);
   GstAllocator * allocator = nullptr;

@@ -574,6 +574,9 @@ void chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
 /* Before a dispatch: the lanes' combined result (not OK: no lane can take
  * it), and the pairing probes due. */
 GstFlowReturn prepare_dispatch (GstGpuFanOut * self);
+/* The GPU whose memory @obj's frame is in (for adaptive's choice); -1 for
+ * an event, a frame in host memory, or caps in system memory. */
+gint origin_gpu_of (GstGpuFanOut * self, GstMiniObject * obj);
 /* Asks the Session for a lane (waiting for room): GST_FLOW_OK with *d and
  * *lane, or why not (an element error is posted where one is due).
  * @origin_gpu: the GPU whose memory the item is in (-1: host memory). */

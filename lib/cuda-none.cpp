@@ -47,7 +47,8 @@ void CopyPlanesOnDevice(int, void *, const std::vector<Plane2D>&) {
   throw Error(kNotBuilt);
 }
 
-void CopyPlanesViaHost(int, int, void *, void *, const std::vector<Plane2D>&) {
+void CopyPlanesViaHost(int, void *, int, void *, void *,
+                       const std::vector<Plane2D>&) {
   throw Error(kNotBuilt);
 }
 

@@ -249,23 +249,19 @@ std::vector<RowChunk> RowChunks(const std::vector<Plane2D>& planes) {
   return chunks;
 }
 
-// Streams a copy through the host may lease on the source GPU.
-constexpr size_t kViaHostStreams = 64;
-
 }  // namespace
 
-void CopyPlanesViaHost(int src_ordinal, int dst_ordinal, void *stream,
-                       void *host, const std::vector<Plane2D>& planes) {
+void CopyPlanesViaHost(int src_ordinal, void *src_stream, int dst_ordinal,
+                       void *dst_stream, void *host,
+                       const std::vector<Plane2D>& planes) {
   const Driver& driver = RequireDriver();
   auto *staged = static_cast<unsigned char *>(host);
   const std::shared_ptr<PrimaryContext> source =
       PrimaryContext::Retain(src_ordinal);
   const std::shared_ptr<PrimaryContext> destination =
       PrimaryContext::Retain(dst_ordinal);
-  const auto up_stream = static_cast<CUstream>(stream);
-  StreamPool::Stream down_lease =
-      StreamPool::ForDevice(src_ordinal, kViaHostStreams)->Acquire();
-  const auto down_stream = static_cast<CUstream>(down_lease.handle());
+  const auto up_stream = static_cast<CUstream>(dst_stream);
+  const auto down_stream = static_cast<CUstream>(src_stream);
   // One event: each wait takes the state of the record made just before it.
   CUevent down_done = nullptr;
   {
@@ -298,7 +294,11 @@ void CopyPlanesViaHost(int src_ordinal, int dst_ordinal, void *stream,
     PrimaryContext::ScopedPush push(*destination);
     GPUFAN_CU_CHECK(driver, cuStreamSynchronize(up_stream));
   } catch (...) {
-    // both streams idle before the host buffer and the event go
+    // both streams idle before the host buffer, the frames and the event go
+    {
+      PrimaryContext::ScopedPush push(*destination);
+      driver.cuStreamSynchronize(up_stream);
+    }
     PrimaryContext::ScopedPush push(*source);
     driver.cuStreamSynchronize(down_stream);
     driver.cuEventDestroy_v2(down_done);

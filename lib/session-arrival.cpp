@@ -159,7 +159,7 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
       lane.last_completion_ns);
   const int64_t before = lane.service.EstimateNs();
   lane.service.AddSample(static_cast<int64_t>(
-      static_cast<double>(now_ns - began) * item.work_scale));
+      static_cast<double>(now_ns - began - item.copy_ns) * item.work_scale));
   if (lane.service.EstimateNs() != before) {
     lane.queue_limit_peak =
         std::max(lane.queue_limit_peak, LaneQueueLimitUnlocked(lane));

@@ -183,8 +183,15 @@ void Session::CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes,
   if (l == nullptr)
     return;
   l->counters.gpu.Count(path, bytes, ns);
-  if (path == GpuCopyPath::kPeer || path == GpuCopyPath::kViaHost)
-    l->transfer.AddSample(ns);
+  if (path != GpuCopyPath::kPeer && path != GpuCopyPath::kViaHost)
+    return;
+  l->transfer.AddSample(ns);
+  // the copy was part of the push of the lane's latest started item
+  for (auto it = l->outstanding.rbegin(); it != l->outstanding.rend(); ++it)
+    if (it->started_ns != kNoTime) {
+      it->copy_ns += ns;
+      break;
+    }
 }
 
 void Session::CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes,

@@ -143,12 +143,13 @@ GPUFAN_API void CopyPlanesOnDevice(int ordinal, void *stream,
 
 // Copies `planes` from GPU `src_ordinal`'s memory into GPU `dst_ordinal`'s
 // through pinned host memory `host` (at least PlaneBytes(planes)): runs of
-// about 1 MiB come down on a stream of the source's primary context and go
-// up on `stream` of the destination's, each up waiting only for its own
-// down, so the two directions overlap; waits for the last. Throws Error.
+// about 1 MiB come down on `src_stream` (of the source's primary context)
+// and go up on `dst_stream` (of the destination's), each up waiting only for
+// its own down, so the two directions overlap; waits for the last. Two
+// streams even on one GPU. Throws Error, with both streams idle.
 // Thread-safe.
-GPUFAN_API void CopyPlanesViaHost(int src_ordinal, int dst_ordinal,
-                                  void *stream, void *host,
+GPUFAN_API void CopyPlanesViaHost(int src_ordinal, void *src_stream,
+                                  int dst_ordinal, void *dst_stream, void *host,
                                   const std::vector<Plane2D>& planes);
 
 class GPUFAN_API PrimaryContext {

@@ -184,7 +184,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // The lane's worker copied a frame into its host pool (`copied`), or found
   // it had to and could not.
   void CountStaging(uint32_t lane, bool copied);
-  // A frame in GPU memory reached `lane` by `path`, moving `bytes` in `ns`.
+  // A frame in GPU memory reached `lane` by `path`, moving `bytes` in `ns`;
+  // a copy's time is the lane's latest started item's, kept out of its
+  // service time.
   void CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes = 0,
                      int64_t ns = 0);
   // The fan-in moved a frame in GPU memory to its output device by `path`.
@@ -434,6 +436,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     bool awaited = false;
     // Its service time counts this much (SetItemUnits).
     double work_scale = 1.0;
+    // Time its lane spent copying it to the lane's GPU (CountGpuFrame): not
+    // service time, since adaptive counts it apart (LaneLoad::transfer_ns).
+    int64_t copy_ns = 0;
     // Sent again after its first lane failed (Redispatch): it sits in the
     // FIFO by seq, but was queued ahead of the lane's own items.
     bool replayed = false;

@@ -666,8 +666,11 @@ TEST(CudaFake, PlanesArriveWholeByEitherPath) {
     }
     const std::shared_ptr<StreamPool> pool = StreamPool::ForDevice(1, 1);
     StreamPool::Stream stream = pool->Acquire();
+    const std::shared_ptr<StreamPool> source = StreamPool::ForDevice(0, 1);
+    StreamPool::Stream down = source->Acquire();
     if (via_host)
-      CopyPlanesViaHost(0, 1, stream.handle(), host.data(), placed);
+      CopyPlanesViaHost(0, down.handle(), 1, stream.handle(), host.data(),
+                        placed);
     else
       CopyPlanesOnDevice(1, stream.handle(), placed);
     EXPECT_EQ(Fake()->context_depth(), 0);

@@ -1007,11 +1007,35 @@ TEST_F(SessionTest, AdaptiveWeighsTheCopyOfAnItemToEachLanesGpu) {
   // Lane 0 now has two: 30 ms; lane 1 still 25 ms with the copy.
   EXPECT_EQ(session_->TryDispatchItem(kNoTime, 0)->lane, 1u)
       << "worth the copy";
-  // In host memory (or on lane 1's GPU) nothing is copied: lane 1, idle
-  // again after one more... it has one now (20 ms), lane 0 two (30 ms).
-  EXPECT_EQ(session_->TryDispatchItem(kNoTime, 1)->lane, 1u);
+  // Lane 1 has one queued now (20 ms; 35 ms with the copy), lane 0 two
+  // (30 ms): an item in host memory pays no copy anywhere.
+  EXPECT_EQ(session_->TryDispatchItem(kNoTime, -1)->lane, 1u)
+      << "host memory: no copy counted";
   EXPECT_EQ(Lane(session_->Stats(), 1).gpu.via_host, 1u);
   EXPECT_EQ(Lane(session_->Stats(), 1).gpu.bytes, 1000u);
+}
+
+// The time a lane spends copying an item to its GPU is learned apart (the
+// transfer) and kept out of its service time: adaptive adds it only for
+// items that need the copy.
+TEST_F(SessionTest, ACopyIsNotServiceTime) {
+  Make({}, 0);
+  Device device;
+  device.kind = DeviceKind::kCuda;
+  device.index = 1;
+  session_->AddLane(0, device);
+  session_->ClaimLane(0);
+  const Dispatch a = Send(0);
+  session_->CountGpuFrame(0, GpuCopyPath::kViaHost, 1000, 4 * kMs);
+  clock_->Advance(10 * kMs);
+  session_->Arrive(0, a.seq, kNoTime, P("a"));
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 6 * kMs);
+  // In place: nothing to subtract.
+  const Dispatch b = Send(0);
+  session_->CountGpuFrame(0, GpuCopyPath::kInPlace);
+  clock_->Advance(6 * kMs);
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 6 * kMs);
 }
 
 // --------------------------------------------------- hostile branches ---
