@@ -197,10 +197,12 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
         gst_event_parse_gap (GST_EVENT_CAST (obj), &ts, nullptr);
       LanePtr lane;
       GstFlowReturn ret = prepare_dispatch (self);
+      /* no origin GPU: a chunk's copies are many frames' (the learned
+       * transfer is one frame's) */
       if (ret == GST_FLOW_OK)
         ret = dispatch_to_lane (self,
             GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime, &d,
-            &lane, origin_gpu_of (self, obj));
+            &lane);
       if (ret != GST_FLOW_OK) {
         gst_mini_object_unref (obj);
         return ret;

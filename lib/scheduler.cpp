@@ -106,7 +106,7 @@ int64_t Scheduler::ExpectedCompletionNs(const LaneLoad& lane, int64_t now_ns,
                                  ? std::max(now_ns, lane.head_started_ns + t)
                                  : now_ns + t;
   return busy_until + static_cast<int64_t>(lane.outstanding - 1) * t + t +
-         lane.transfer_ns;
+         lane.queued_transfer_ns + lane.transfer_ns;
 }
 
 Pick Scheduler::ChooseRoundRobin(const std::vector<LaneLoad>& lanes) {

@@ -218,10 +218,11 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     load.weight = l.weight;
     load.service_ns = l.service.EstimateNs();
     load.wake_ns = l.wake.EstimateNs();
-    const bool elsewhere = origin_gpu >= 0 &&
-                           l.device.kind == DeviceKind::kCuda &&
-                           l.device.index != origin_gpu;
-    load.transfer_ns = elsewhere ? l.transfer.EstimateNs() : 0;
+    const int64_t transfer = l.transfer.EstimateNs();
+    load.transfer_ns = NeedsCopyUnlocked(l, origin_gpu) ? transfer : 0;
+    for (const Outstanding& o : l.outstanding)
+      if (o.needs_copy && o.started_ns == kNoTime)
+        load.queued_transfer_ns += transfer;
     load.head_started_ns =
         l.outstanding.empty() ? -1 : l.outstanding.front().started_ns;
     if (!l.outstanding.empty() && load.head_started_ns < 0)
@@ -239,8 +240,15 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
   if (pick.status == PickStatus::kWait)
     return std::nullopt;
   Dispatch d = RecordDispatchUnlocked(pick.lane, pts_ns, now);
+  Lane& chosen = lanes_.at(pick.lane);
+  chosen.outstanding.back().needs_copy = NeedsCopyUnlocked(chosen, origin_gpu);
   d.lanes_joining = joining;
   return d;
+}
+
+bool Session::NeedsCopyUnlocked(const Lane& lane, int origin_gpu) const {
+  return origin_gpu >= 0 && lane.device.kind == DeviceKind::kCuda &&
+         lane.device.index != origin_gpu;
 }
 
 std::optional<uint32_t> Session::ProbeLaneUnlocked() {

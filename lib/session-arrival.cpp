@@ -152,14 +152,17 @@ void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {
 void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
                                int64_t now_ns) {
   lane.counters.completed++;
-  // Work on this item began when it started or when the lane finished the one
-  // before, whichever is later: queueing inside the branch is not service time.
-  const int64_t began = std::max(
-      item.started_ns != kNoTime ? item.started_ns : item.dispatched_ns,
-      lane.last_completion_ns);
+  // Work on this item began when it started (after its copy to the lane's
+  // GPU, made first and counted apart as the transfer) or when the lane
+  // finished the one before, whichever is later: queueing inside the branch
+  // is not service time.
+  const int64_t began =
+      std::max(item.started_ns != kNoTime ? item.started_ns + item.copy_ns
+                                          : item.dispatched_ns,
+               lane.last_completion_ns);
   const int64_t before = lane.service.EstimateNs();
   lane.service.AddSample(static_cast<int64_t>(
-      static_cast<double>(now_ns - began - item.copy_ns) * item.work_scale));
+      static_cast<double>(now_ns - began) * item.work_scale));
   if (lane.service.EstimateNs() != before) {
     lane.queue_limit_peak =
         std::max(lane.queue_limit_peak, LaneQueueLimitUnlocked(lane));

@@ -186,10 +186,13 @@ void Session::CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes,
   if (path != GpuCopyPath::kPeer && path != GpuCopyPath::kViaHost)
     return;
   l->transfer.AddSample(ns);
-  // the copy was part of the push of the lane's latest started item
-  for (auto it = l->outstanding.rbegin(); it != l->outstanding.rend(); ++it)
-    if (it->started_ns != kNoTime) {
-      it->copy_ns += ns;
+  // the copy is made at the start of the push of the item being pushed
+  // (none, if it is gone meanwhile: its time then counts nowhere)
+  if (!l->in_push)
+    return;
+  for (Outstanding& item : l->outstanding)
+    if (item.seq == l->pushing_seq) {
+      item.copy_ns += ns;
       break;
     }
 }

@@ -56,6 +56,9 @@ struct LaneLoad {
   // (the lane's learned copy time for an item on another GPU); 0 when it is
   // there already, or not known yet.
   int64_t transfer_ns = 0;
+  // kAdaptive: the copies the items already given to the lane still need
+  // before their work (not started ones in another GPU's memory).
+  int64_t queued_transfer_ns = 0;
 };
 
 enum class PickStatus {
@@ -97,7 +100,8 @@ class GPUFAN_API Scheduler {
                                     int64_t fallback_ns);
 
   // Adaptive score of one lane: the expected completion time of one more item,
-  // max(now, busy_until) + (outstanding - 1)^+ * t + t + transfer_ns, where
+  // max(now, busy_until) + (outstanding - 1)^+ * t + t + queued_transfer_ns
+  // + transfer_ns, where
   // busy_until is when the item in progress should end and t the
   // EffectiveServiceNs; for an idle lane now + wake_ns + t + transfer_ns (its
   // worker sleeps). So an item prefers lanes where it is already, unless

@@ -437,8 +437,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // Its service time counts this much (SetItemUnits).
     double work_scale = 1.0;
     // Time its lane spent copying it to the lane's GPU (CountGpuFrame): not
-    // service time, since adaptive counts it apart (LaneLoad::transfer_ns).
+    // service time, since adaptive counts it apart (LaneLoad::transfer_ns,
+    // queued_transfer_ns).
     int64_t copy_ns = 0;
+    // It is in another GPU's memory than its lane's: it will be copied.
+    bool needs_copy = false;
     // Sent again after its first lane failed (Redispatch): it sits in the
     // FIFO by seq, but was queued ahead of the lane's own items.
     bool replayed = false;
@@ -500,6 +503,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   static void StartBatch(ReadyBatch *batch);
   std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, int origin_gpu,
                                               bool *no_lanes);
+  // An item in GPU `origin_gpu`'s memory (-1: host) must be copied to
+  // `lane`'s GPU first.
+  bool NeedsCopyUnlocked(const Lane& lane, int origin_gpu) const;
   std::optional<uint32_t> ProbeLaneUnlocked();
   // How long an admission wait may last before the adaptive policy's answer
   // can change without an event; std::nullopt: only an event can change it.

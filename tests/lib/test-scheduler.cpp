@@ -234,6 +234,10 @@ TEST(Adaptive, AnItemPrefersItsGpuUnlessAnotherFinishesSoonerAfterTheCopy) {
   l.outstanding = 1;
   l.head_started_ns = 95;
   EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 119);
+  // Items already given to it that still need their copy count theirs.
+  l.queued_transfer_ns = 8;
+  EXPECT_EQ(Scheduler::ExpectedCompletionNs(l, 100, 99), 127);
+  l.queued_transfer_ns = 0;
 
   constexpr int64_t kMs = 1'000'000;
   Scheduler s(Policy::kAdaptive);

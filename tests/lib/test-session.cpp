@@ -55,6 +55,19 @@ class SessionTest : public ::testing::Test {
     }
   }
 
+  // Adaptive, one claimed lane per entry of `gpus`: lane i on GPU gpus[i].
+  void MakeGpuLanes(const std::vector<int>& gpus) {
+    Make({}, 0);
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      Device device;
+      device.kind = DeviceKind::kCuda;
+      device.index = gpus[i];
+      device.name = "GPU " + std::to_string(gpus[i]);
+      session_->AddLane(static_cast<uint32_t>(i), device);
+      session_->ClaimLane(static_cast<uint32_t>(i));
+    }
+  }
+
   // Dispatches and starts one item; expects it on `lane`.
   Dispatch Send(uint32_t lane, int64_t pts = kNoTime) {
     const std::optional<Dispatch> d = session_->TryDispatchItem(pts);
@@ -978,15 +991,7 @@ TEST_F(SessionTest, AdaptiveSpreadsOverUnknownLanesThenPrefersTheFastOne) {
 // even behind its queue; an item in host memory, or on GPU 1, does not pay
 // it there.
 TEST_F(SessionTest, AdaptiveWeighsTheCopyOfAnItemToEachLanesGpu) {
-  Make({}, 0);
-  for (int gpu = 0; gpu < 2; ++gpu) {
-    Device device;
-    device.kind = DeviceKind::kCuda;
-    device.index = gpu;
-    device.name = "GPU " + std::to_string(gpu);
-    session_->AddLane(static_cast<uint32_t>(gpu), device);
-    session_->ClaimLane(static_cast<uint32_t>(gpu));
-  }
+  MakeGpuLanes({0, 1});
   // Both lanes take 10 ms per item.
   for (int i = 0; i < 3; ++i) {
     const Dispatch a = Send(0);
@@ -1019,12 +1024,7 @@ TEST_F(SessionTest, AdaptiveWeighsTheCopyOfAnItemToEachLanesGpu) {
 // transfer) and kept out of its service time: adaptive adds it only for
 // items that need the copy.
 TEST_F(SessionTest, ACopyIsNotServiceTime) {
-  Make({}, 0);
-  Device device;
-  device.kind = DeviceKind::kCuda;
-  device.index = 1;
-  session_->AddLane(0, device);
-  session_->ClaimLane(0);
+  MakeGpuLanes({1});
   const Dispatch a = Send(0);
   session_->CountGpuFrame(0, GpuCopyPath::kViaHost, 1000, 4 * kMs);
   clock_->Advance(10 * kMs);
@@ -1036,6 +1036,42 @@ TEST_F(SessionTest, ACopyIsNotServiceTime) {
   clock_->Advance(6 * kMs);
   session_->Arrive(0, b.seq, kNoTime, P("b"));
   EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 6 * kMs);
+}
+
+// A branch with a queue: the next item is pushed (and copied, 4 ms) while
+// the one before is still worked on; its work begins when that one's ends,
+// so its copy costs it nothing: every sample is the 6 ms of work, none
+// loses the copy a second time.
+TEST_F(SessionTest, ACopyMadeWhileTheBranchWorksCostsNothing) {
+  MakeGpuLanes({1});
+  for (int i = 0; i < 3; ++i) {
+    const Dispatch c = Send(0);
+    clock_->Advance(1 * kMs);
+    const Dispatch d = Send(0);
+    session_->CountGpuFrame(0, GpuCopyPath::kViaHost, 1000, 4 * kMs);
+    clock_->Advance(5 * kMs);
+    session_->Arrive(0, c.seq, kNoTime, P("c"));
+    clock_->Advance(6 * kMs);
+    session_->Arrive(0, d.seq, kNoTime, P("d"));
+    session_->TakeReady();
+  }
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 6 * kMs);
+}
+
+// A copy counts on the item being pushed, also when that is not the lane's
+// latest started one (an item sent again after its lane failed is pushed
+// ahead of the lane's own items, which may be in the branch already).
+TEST_F(SessionTest, ACopyCountsOnTheItemBeingPushed) {
+  MakeGpuLanes({1});
+  const Dispatch a = *session_->TryDispatchItem(kNoTime);
+  const Dispatch b = *session_->TryDispatchItem(kNoTime);
+  session_->MarkStarted(0, b.seq);  // b went first: a is pushed after it
+  session_->MarkStarted(0, a.seq);
+  session_->CountGpuFrame(0, GpuCopyPath::kViaHost, 1000, 4 * kMs);  // a's
+  clock_->Advance(10 * kMs);
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_EQ(Lane(session_->Stats(), 0).service_ns, 10 * kMs)
+      << "b's sample lost a's copy";
 }
 
 // --------------------------------------------------- hostile branches ---
