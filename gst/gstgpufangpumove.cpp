@@ -42,16 +42,13 @@ GstGpuFanGpuMove::PoolFor (GstCaps * caps, std::string * why_not)
   return pool_;
 }
 
-bool
-GstGpuFanGpuMove::Move (GstBuffer ** frame, GstCaps * caps,
+void
+GstGpuFanGpuMove::Move (GstBuffer ** frame, int from, GstCaps * caps,
     GstAllocator * host_allocator, Outcome * outcome)
 {
-  const int from = gst_gpufan_cuda_frame_device (*frame);
-  if (from < 0)
-    return false;
   *outcome = Outcome ();
   if (from == gpu_)
-    return true; /* kInPlace */
+    return; /* kInPlace */
 
   std::string why_not;
   GstBuffer * copy = nullptr;
@@ -105,11 +102,10 @@ GstGpuFanGpuMove::Move (GstBuffer ** frame, GstCaps * caps,
     outcome->ns = 0;
     outcome->why_not = "a frame of GPU " + std::to_string (from)
         + " goes uncopied to GPU " + std::to_string (gpu_) + ": " + why_not;
-    return true;
+    return;
   }
   gst_buffer_unref (*frame);
   *frame = copy;
   outcome->path
       = peer ? gpufan::GpuCopyPath::kPeer : gpufan::GpuCopyPath::kViaHost;
-  return true;
 }

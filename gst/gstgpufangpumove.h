@@ -37,13 +37,13 @@ public:
 
   int gpu () const { return gpu_; }
 
-  /* @frame (transfer full) on this GPU: itself, or its copy. @caps are the
-   * frame's (the pool is made for them); @host_allocator gives pinned host
-   * memory for a copy through the host (nullptr: none). FALSE, leaving
-   * @outcome alone, when @frame is not in CUDA memory. Not thread-safe: one
-   * thread at a time (a lane's, the output's). */
-  bool Move (GstBuffer ** frame, GstCaps * caps, GstAllocator * host_allocator,
-      Outcome * outcome);
+  /* @frame (transfer full), in CUDA memory of GPU @from, on this GPU:
+   * itself, or its copy. @caps are the frame's (the pool is made for them);
+   * @host_allocator gives pinned host memory for a copy through the host
+   * (nullptr: none). Not thread-safe: one thread at a time (a lane's, the
+   * output's). */
+  void Move (GstBuffer ** frame, int from, GstCaps * caps,
+      GstAllocator * host_allocator, Outcome * outcome);
 
 private:
   GstBufferPool * PoolFor (GstCaps * caps, std::string * why_not);

@@ -171,8 +171,11 @@ move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
 {
   GstGpuFanInPrivate * priv = self->priv;
   const gint device = priv->output_device.load ();
-  if (device < 0 || gst_gpufan_cuda_frame_device (*buffer) < 0)
-    return; /* not asked for, or not in CUDA memory */
+  if (device < 0)
+    return; /* not asked for */
+  const int from = gst_gpufan_cuda_frame_device (*buffer);
+  if (from < 0)
+    return; /* not in CUDA memory */
   if (!priv->output_move || priv->output_move->gpu () != device) {
     priv->output_move = std::make_unique<GstGpuFanGpuMove> (device);
     priv->output_move_warned = false;
@@ -188,12 +191,10 @@ move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
   }
   GstCaps * caps = gst_pad_get_current_caps (self->srcpad);
   GstGpuFanGpuMove::Outcome outcome;
-  const bool cuda = priv->output_move->Move (buffer, caps,
-      priv->output_host_allocator, &outcome);
+  priv->output_move->Move (buffer, from, caps, priv->output_host_allocator,
+      &outcome);
   if (caps)
     gst_caps_unref (caps);
-  if (!cuda)
-    return;
   std::shared_ptr<gpufan::Session> session;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);

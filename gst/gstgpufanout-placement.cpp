@@ -293,7 +293,8 @@ move_to_lane_gpu (const LanePtr & lane, QueuedItem & item)
   const gint gpu = lane->gpu.load (std::memory_order_relaxed);
   if (gpu < 0)
     return; /* a CPU lane: the branch takes what comes */
-  if (gst_gpufan_cuda_frame_device (GST_BUFFER_CAST (item.obj)) < 0)
+  const int from = gst_gpufan_cuda_frame_device (GST_BUFFER_CAST (item.obj));
+  if (from < 0)
     return; /* not in CUDA memory: nothing to move */
   if (!lane->gpu_move || lane->gpu_move->gpu () != gpu)
     lane->gpu_move = std::make_unique<GstGpuFanGpuMove> (gpu);
@@ -306,13 +307,11 @@ move_to_lane_gpu (const LanePtr & lane, QueuedItem & item)
   GstCaps * caps = gst_pad_get_current_caps (lane->pad);
   GstBuffer * frame = GST_BUFFER_CAST (item.Steal ());
   GstGpuFanGpuMove::Outcome outcome;
-  const bool cuda = lane->gpu_move->Move (&frame, caps, allocator, &outcome);
+  lane->gpu_move->Move (&frame, from, caps, allocator, &outcome);
   item.obj = GST_MINI_OBJECT_CAST (frame);
   if (caps)
     gst_caps_unref (caps);
   g_clear_object (&allocator);
-  if (!cuda)
-    return;
   lane->element->priv->session->CountGpuFrame (lane->id, outcome.path,
       outcome.bytes, outcome.ns);
   if (!outcome.why_not.empty () && !lane->gpu_copy_warned) {

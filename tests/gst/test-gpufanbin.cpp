@@ -782,18 +782,7 @@ void CannotStartClassInit(gpointer klass, gpointer) {
 }
 
 void RegisterCannotStart() {
-  if (g_type_from_name("GpuFanTestCannotStart"))
-    return;
-  GTypeQuery query;
-  g_type_query(GST_TYPE_BASE_TRANSFORM, &query);
-  GTypeInfo info = {};
-  info.class_size = static_cast<guint16>(query.class_size);
-  info.class_init = CannotStartClassInit;
-  info.instance_size = static_cast<guint16>(query.instance_size);
-  const GType type =
-      g_type_register_static(GST_TYPE_BASE_TRANSFORM, "GpuFanTestCannotStart",
-                             &info, static_cast<GTypeFlags>(0));
-  gst_element_register(nullptr, "gpufantestcannotstart", GST_RANK_NONE, type);
+  RegisterTransform("gpufantestcannotstart", 0, CannotStartClassInit, nullptr);
 }
 
 // After `after` buffers, the pushes on the pad return GST_FLOW_ERROR.
