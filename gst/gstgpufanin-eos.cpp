@@ -157,6 +157,7 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
       gst_event_set_seqnum (eos, priv->eos_seqnum);
   }
   gst_pad_push_event (self->srcpad, eos);
+  gst_gpufan_in_end_streams (self);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     priv->eos_sent = true;

@@ -166,8 +166,9 @@ gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item)
  * (peer to peer, or through pinned memory of N's NUMA node), so that
  * downstream sees one GPU. Counted in the Session's output-gpu-* fields.
  * Under output_lock. */
-static void
-move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
+void
+gst_gpufan_in_move_to_output_device (GstGpuFanIn * self, GstPad * pad,
+    GstBuffer ** buffer)
 {
   GstGpuFanInPrivate * priv = self->priv;
   const gint device = priv->output_device.load ();
@@ -189,7 +190,7 @@ move_to_output_device (GstGpuFanIn * self, GstBuffer ** buffer)
     std::swap (priv->output_host_allocator, allocator);
     g_clear_object (&allocator);
   }
-  GstCaps * caps = gst_pad_get_current_caps (self->srcpad);
+  GstCaps * caps = gst_pad_get_current_caps (pad);
   GstGpuFanGpuMove::Outcome outcome;
   priv->output_move->Move (buffer, from, caps, priv->output_host_allocator,
       &outcome);
@@ -227,7 +228,7 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
       buffer = gst_buffer_make_writable (buffer);
       gst_buffer_remove_gpufan_meta (buffer, session_id);
     }
-    move_to_output_device (self, &buffer);
+    gst_gpufan_in_move_to_output_device (self, self->srcpad, &buffer);
     return gst_pad_push (self->srcpad, buffer);
   }
   GstEvent * event = GST_EVENT_CAST (obj);
@@ -463,6 +464,18 @@ output_batch_locked (GstGpuFanIn * self,
   for (gpufan::Released & released : batch.items) {
     if (!released.payload)
       continue; /* dropped or given up: counted by the session */
+    if (released.stream != gpufan::kMainStream) {
+      /* one of several input streams: out of its own src pad */
+      GstFlowReturn ret
+          = gst_gpufan_in_push_stream_released (self, released, session->id ());
+      if (ret == GST_FLOW_OK)
+        continue;
+      session->NoteOutputFailed ();
+      priv->src_ret = ret;
+      priv->output_stopped = true;
+      *pause = true;
+      break; /* the rest of the batch is dropped */
+    }
     FanInItem * item = nullptr;
     GstFlowReturn ret = push_released (self,
         static_cast<FanInItem *> (released.payload.get ()), session->id (),

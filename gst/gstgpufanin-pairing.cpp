@@ -19,6 +19,7 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     const gchar * fanout, std::string * conflict = nullptr)
 {
   GstGpuFanInPrivate * priv = self->priv;
+  bool new_session = false;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);
@@ -35,6 +36,7 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
       g_free (text);
       return FALSE;
     }
+    new_session = !priv->session;
     priv->session = session;
     priv->fanout_name = fanout;
     it->second.session = session;
@@ -44,6 +46,9 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     session->ClaimLane (lane);
     priv->cond.notify_all ();
   }
+  /* outside our lock: the listener takes it */
+  if (new_session)
+    gst_gpufan_in_listen_stream_flushes (self, session, true);
   GST_DEBUG_OBJECT (pad, "paired with lane %u of session %" G_GUINT64_FORMAT,
       lane, session->id ());
   return TRUE;

@@ -168,6 +168,52 @@ struct PendingArrival {
   bool marker = false; /* proves the lane's items up to seq */
 };
 
+/* One input stream's output: a src_%u pad (gstgpufanin-streams.cpp). The
+ * map of them is under GstGpuFanInPrivate::lock; the output fields under
+ * output_lock (the stream's flush handlers take it too). */
+struct StreamOutput {
+  GstPad * pad = nullptr; /* a reference */
+  guint index = 0;        /* src_<index> */
+  /* between the stream's FLUSH_START and FLUSH_STOP: its items are dropped
+   * (set without output_lock: a push blocked downstream holds it) */
+  std::atomic<bool> flushing{ false };
+  /* What downstream of it has seen (under output_lock). */
+  bool stream_start_sent = false;
+  GstEvent * caps_event = nullptr; /* the lanes' caps event last sent */
+  GstCaps * caps = nullptr;
+  /* the stream's segment, sent before its next frame (not before caps) */
+  GstEvent * segment = nullptr;
+  bool segment_sent = false;
+  /* sticky events (tags...) that came before the first caps */
+  std::vector<GstEvent *> held;
+  bool eos_sent = false;
+  bool warned_not_linked = false;
+
+  StreamOutput () = default;
+  StreamOutput (const StreamOutput &) = delete;
+  StreamOutput & operator= (const StreamOutput &) = delete;
+  ~StreamOutput ()
+  {
+    Restart ();
+    gst_clear_event (&caps_event);
+    gst_clear_caps (&caps);
+    if (pad)
+      gst_object_unref (pad);
+  }
+  /* a flush's end or a new start: the stream starts over (caps stay) */
+  void Restart ()
+  {
+    gst_clear_event (&segment);
+    segment_sent = false;
+    for (GstEvent * e : held)
+      gst_event_unref (e);
+    held.clear ();
+    eos_sent = false;
+  }
+};
+
+using StreamOutputPtr = std::shared_ptr<StreamOutput>;
+
 } // namespace gpufanin
 
 using gpufanin::FanInItem;
@@ -186,6 +232,8 @@ struct GstGpuFanInPrivate {
    * WaitOutput), pairing, and the end of an output batch. */
   gpufan::CondVar cond;
   std::map<GstPad *, PadState> pads;
+  /* several input streams: their src_%u pads, by Session stream id */
+  std::map<guint32, gpufanin::StreamOutputPtr> stream_outputs;
   std::shared_ptr<gpufan::Session> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
   bool flushing = true;    /* src inactive, or a flush in progress */
@@ -293,6 +341,33 @@ gpufan::Arrival gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::Session> & session,
     PendingArrival && arrival);
 void gst_gpufan_in_src_loop (gpointer user_data);
+
+/* gstgpufanin.cpp: the src pads' functions (src_%u pads use them too) */
+gboolean gst_gpufan_in_src_event (GstPad * pad, GstObject * parent,
+    GstEvent * event);
+gboolean gst_gpufan_in_src_query (GstPad * pad, GstObject * parent,
+    GstQuery * query);
+
+/* gstgpufanin-streams.cpp: several input streams, each out of its src_%u */
+GstPad * gst_gpufan_in_stream_request_pad (GstGpuFanIn * self,
+    GstPadTemplate * templ, const gchar * name);
+void gst_gpufan_in_stream_release_pad (GstGpuFanIn * self, GstPad * pad);
+/* An item or event of stream @released.stream leaves the window: out of its
+ * src pad. Under output_lock. Not OK only for a fatal flow (an error was
+ * posted): one stream's FLUSHING, EOS or NOT_LINKED is its own. */
+GstFlowReturn gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
+    gpufan::Released & released, guint64 session_id);
+/* A new session: its streams' flushes reach our src pads (unset on none). */
+void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, bool listen);
+/* The end: every stream's src pad that has not had EOS gets it. Under
+ * output_lock. */
+void gst_gpufan_in_end_streams (GstGpuFanIn * self);
+/* A new start: every stream's output starts over. */
+void gst_gpufan_in_restart_streams (GstGpuFanIn * self);
+/* output-device's copy of @buffer, for frames leaving on @pad (output.cpp) */
+void gst_gpufan_in_move_to_output_device (GstGpuFanIn * self, GstPad * pad,
+    GstBuffer ** buffer);
 
 /* gstgpufanin-eos.cpp */
 bool gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv);

@@ -71,6 +71,10 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink_%u",
     GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS_ANY);
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+/* several input streams: stream k leaves on src_k (gstgpufanin-streams.cpp) */
+static GstStaticPadTemplate stream_src_template
+    = GST_STATIC_PAD_TEMPLATE ("src_%u", GST_PAD_SRC, GST_PAD_REQUEST,
+        GST_STATIC_CAPS_ANY);
 
 #define gst_gpufan_in_parent_class parent_class
 G_DEFINE_TYPE (GstGpuFanIn, gst_gpufan_in, GST_TYPE_ELEMENT);
@@ -107,7 +111,7 @@ gst_gpufan_in_src_activate_mode (GstPad * pad, GstObject * parent,
   return gst_pad_stop_task (pad);
 }
 
-static gboolean
+gboolean
 gst_gpufan_in_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
   if (GST_EVENT_TYPE (event) == GST_EVENT_RECONFIGURE)
@@ -116,7 +120,7 @@ gst_gpufan_in_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
   return gst_pad_event_default (pad, parent, event);
 }
 
-static gboolean
+gboolean
 gst_gpufan_in_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (parent);
@@ -138,6 +142,9 @@ gst_gpufan_in_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstGpuFanIn * self = GST_GPUFAN_IN (element);
   GstGpuFanInPrivate * priv = self->priv;
   GstPad * pad;
+
+  if (GST_PAD_TEMPLATE_DIRECTION (templ) == GST_PAD_SRC)
+    return gst_gpufan_in_stream_request_pad (self, templ, name);
 
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -176,6 +183,10 @@ gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
   std::shared_ptr<gpufan::Session> session;
   guint lane = 0;
 
+  if (GST_PAD_DIRECTION (pad) == GST_PAD_SRC) {
+    gst_gpufan_in_stream_release_pad (self, pad);
+    return;
+  }
   gst_pad_set_active (pad, FALSE);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -215,6 +226,15 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
     return ret;
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    std::shared_ptr<gpufan::Session> session;
+    {
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
+      session = priv->session;
+    }
+    /* outside our lock: a listener running takes it */
+    if (session)
+      gst_gpufan_in_listen_stream_flushes (self, session, false);
+    gst_gpufan_in_restart_streams (self);
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     for (auto & kv : priv->pads) {
       kv.second.eos = false;
@@ -303,6 +323,8 @@ gst_gpufan_in_finalize (GObject * object)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (object);
   g_clear_object (&self->priv->output_host_allocator);
+  if (self->priv->session)
+    gst_gpufan_in_listen_stream_flushes (self, self->priv->session, false);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -373,6 +395,8 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_add_static_pad_template (element_class,
+      &stream_src_template);
 
   gst_element_class_set_static_metadata (element_class, "GPU fan-in", "Generic",
       "Merges the lanes of a gpufanout back into one stream, in input order",

@@ -34,17 +34,25 @@ fanout::prepare_dispatch (GstGpuFanOut * self)
 
 GstFlowReturn
 fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
-    LanePtr * lane, gint origin_gpu)
+    LanePtr * lane, gint origin_gpu, guint32 stream, gint64 max_wait_ns)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   GstFlowReturn ret;
 
   for (;;) {
-    *d = priv->session->DispatchItem (pts, origin_gpu);
+    *d = priv->session->DispatchItem (pts, origin_gpu, stream, max_wait_ns);
     if (d->status == gpufan::DispatchStatus::kFlushing)
       return GST_FLOW_FLUSHING;
+    if (d->status == gpufan::DispatchStatus::kTimedOut)
+      return GST_FLOW_CUSTOM_SUCCESS;
     if (d->status == gpufan::DispatchStatus::kNoLanes) {
-      ret = combine_lane_results (self);
+      {
+        std::unique_lock<gpufan::Mutex> lk (priv->streams_lock,
+            std::defer_lock);
+        if (stream != gpufan::kMainStream)
+          lk.lock ();
+        ret = combine_lane_results (self);
+      }
       if (ret != GST_FLOW_OK)
         return ret;
       std::string why = priv->session->WhyNoLane ();
@@ -58,8 +66,13 @@ fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
       return any_lane_inactive (self) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_LINKED;
     }
 
-    if (d->lanes_joining)
+    if (d->lanes_joining) {
+      /* the streaming thread's state, shared by several streams' threads */
+      std::unique_lock<gpufan::Mutex> lk (priv->streams_lock, std::defer_lock);
+      if (stream != gpufan::kMainStream)
+        lk.lock ();
       reprobe_joining_lanes (self);
+    }
     *lane = find_lane (self, d->lane);
     if (*lane)
       return GST_FLOW_OK;
@@ -67,13 +80,21 @@ fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
   }
 }
 
-static GstFlowReturn
-dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
-    gint64 pts)
+GstFlowReturn
+fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
+    gint64 pts, guint32 stream, gint64 max_wait_ns)
 {
   GstGpuFanOutPrivate * priv = self->priv;
 
-  GstFlowReturn ret = prepare_dispatch (self);
+  GstFlowReturn ret;
+  if (stream == gpufan::kMainStream) {
+    ret = prepare_dispatch (self);
+  } else {
+    /* the streaming thread's state (combined result, probes), shared by
+     * several streams' threads */
+    std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+    ret = prepare_dispatch (self);
+  }
   if (ret != GST_FLOW_OK) {
     gst_mini_object_unref (obj);
     return ret;
@@ -82,7 +103,8 @@ dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
   for (;;) {
     gpufan::Dispatch d;
     LanePtr lane;
-    ret = dispatch_to_lane (self, pts, &d, &lane, origin_gpu);
+    ret = dispatch_to_lane (self, pts, &d, &lane, origin_gpu, stream,
+        max_wait_ns);
     if (ret != GST_FLOW_OK) {
       gst_mini_object_unref (obj);
       return ret;
@@ -126,6 +148,11 @@ static GstFlowReturn
 gst_gpufan_out_chain (GstPad *, GstObject * parent, GstBuffer * buffer)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  if (G_UNLIKELY (!self->priv->main_input_used.load (std::memory_order_relaxed))
+      && !main_input_allowed (self)) {
+    gst_buffer_unref (buffer);
+    return GST_FLOW_ERROR;
+  }
   if (chunk_mode_on (self))
     return chunk_dispatch (self, GST_MINI_OBJECT_CAST (buffer));
   /* chunk mode was turned off while playing: its last chunk drains */
@@ -166,6 +193,15 @@ enqueue_event_on_all_lanes (GstGpuFanOut * self, GstEvent * event,
     lane_enqueue (lane, std::move (item));
   }
   gst_event_unref (event);
+}
+
+void
+fanout::enqueue_event_on_all_lanes_positioned (GstGpuFanOut * self,
+    GstEvent * event)
+{
+  const guint64 position
+      = self->priv->session->MarkEventPosition (gst_event_get_seqnum (event));
+  enqueue_event_on_all_lanes (self, event, position);
 }
 
 /* A flush goes into every lane but one that had failed when it began: that
@@ -282,9 +318,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     return gst_pad_event_default (pad, parent, event);
 
   /* Serialized events travel in every lane's queue, behind its buffers. */
-  const guint64 position
-      = priv->session->MarkEventPosition (gst_event_get_seqnum (event));
-  enqueue_event_on_all_lanes (self, event, position);
+  enqueue_event_on_all_lanes_positioned (self, event);
   return TRUE;
 }
 

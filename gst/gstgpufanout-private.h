@@ -10,6 +10,7 @@
  *   gstgpufanout-chunk.cpp       chunk mode: runs of frames to one lane, drained
  *   gstgpufanout-replay.cpp      a failed lane's frames sent to the others
  *   gstgpufanout-stats.cpp       statistics messages (interval, final)
+ *   gstgpufanout-streams.cpp     several input streams (sink_%u pads)
  *   gstgpufanout-enums.cpp       the policy and staging enums */
 #pragma once
 
@@ -335,6 +336,20 @@ struct Lane {
 
 using LanePtr = std::shared_ptr<Lane>;
 
+/* One input stream of several: a sink_%u pad (gstgpufanout-streams.cpp).
+ * Under GstGpuFanOutPrivate::streams_lock. */
+struct StreamInput {
+  guint index = 0;          /* sink_<index> */
+  guint32 stream = 0;       /* its id in the Session */
+  GstCaps * caps = nullptr; /* its current caps */
+  bool ended = false;       /* EOS came (until a flush or a new start) */
+
+  StreamInput () = default;
+  StreamInput (const StreamInput &) = delete;
+  StreamInput & operator= (const StreamInput &) = delete;
+  ~StreamInput () { gst_clear_caps (&caps); }
+};
+
 /* An item a failed lane handed over before the chain function kept it:
  * the chain function sends it on (or gives it up) once it decides. */
 struct ReplayOrphan {
@@ -440,6 +455,25 @@ struct GstGpuFanOutPrivate {
    * it kept each item even while replay is off (a switch) */
   std::atomic<bool> replay_orphans_possible{ false };
 
+  /* Several input streams (sink_%u pads, gstgpufanout-streams.cpp): under
+   * streams_lock, a leaf lock except that the lanes' events are queued
+   * with it held (lanes_lock, then each Lane::lock, below it). It also
+   * serializes the streams' threads where they do what one streaming
+   * thread does alone with one input (prepare_dispatch, reprobes). */
+  gpufan::Mutex streams_lock;
+  std::map<guint, std::unique_ptr<fanout::StreamInput>> inputs;
+  /* What the lanes got of the streams: one stream-start, the caps all
+   * streams share, the first segment; and whether they ended (every
+   * stream did). */
+  bool lanes_stream_started = false;
+  GstCaps * lanes_caps = nullptr;
+  bool lanes_segment_sent = false;
+  bool lanes_ended = false;
+  /* data came on the single `sink` pad (then sink_%u pads are refused at
+   * their first data, and the other way round) */
+  std::atomic<bool> main_input_used{ false };
+  std::atomic<bool> stream_inputs_used{ false };
+
   /* Upstream events come once per lane (gpufanin forwards to all its sink
    * pads): forward each seqnum once. */
   gpufan::Mutex upstream_lock;
@@ -450,6 +484,17 @@ struct _GstGpuFanOut {
   GstElement parent;
   GstPad * sinkpad;
   GstGpuFanOutPrivate * priv;
+};
+
+/* A sink_%u pad: one input stream of several. */
+struct _GstGpuFanOutSinkPad {
+  GstPad parent;
+  GstGpuFanOut * fanout; /* not reffed: the element outlives its pads */
+  guint index;           /* sink_<index> */
+  /* under the object lock */
+  gdouble weight;
+  guint max_in_flight;
+  gboolean leaky;
 };
 
 struct _GstGpuFanOutPad {
@@ -488,6 +533,13 @@ enum {
   PROP_PAD_WEIGHT,
   PROP_PAD_LANE,
   PROP_PAD_DEVICE,
+};
+
+enum {
+  PROP_SINK_PAD_0,
+  PROP_SINK_PAD_WEIGHT,
+  PROP_SINK_PAD_MAX_IN_FLIGHT,
+  PROP_SINK_PAD_LEAKY,
 };
 
 namespace fanout {
@@ -581,7 +633,8 @@ gint origin_gpu_of (GstGpuFanOut * self, GstMiniObject * obj);
  * *lane, or why not (an element error is posted where one is due).
  * @origin_gpu: the GPU whose memory the item is in (-1: host memory). */
 GstFlowReturn dispatch_to_lane (GstGpuFanOut * self, gint64 pts,
-    gpufan::Dispatch * d, LanePtr * lane, gint origin_gpu = -1);
+    gpufan::Dispatch * d, LanePtr * lane, gint origin_gpu = -1,
+    guint32 stream = 0, gint64 max_wait_ns = -1);
 /* Sets the sink pad functions. */
 void install_sink_pad_functions (GstPad * pad);
 
@@ -629,6 +682,26 @@ GstPad * request_lane_like (GstGpuFanOut * self, guint like);
 /* Allocation aggregation (gstgpufanout-allocation.cpp) */
 gboolean caps_in_host_memory (GstCaps * caps);
 gboolean aggregate_allocation (GstGpuFanOut * self, GstQuery * query);
+
+/* Several input streams (gstgpufanout-streams.cpp) */
+GstPad * stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
+    const gchar * name);
+void stream_release_pad (GstGpuFanOut * self, GstPad * pad);
+/* PAUSED->READY: every stream starts again. */
+void streams_reset (GstGpuFanOut * self);
+/* Data on the single sink pad: FALSE (an error posted) when sink_%u pads
+ * carry streams. */
+gboolean main_input_allowed (GstGpuFanOut * self);
+/* The dispatch of one scheduled item (buffer or GAP) of @stream
+ * (gpufan::kMainStream: the single sink pad's); @max_wait_ns >= 0: a
+ * leaky stream's bound on the wait (then GST_FLOW_CUSTOM_SUCCESS: dropped).
+ * Takes @obj (gstgpufanout-dispatch.cpp). */
+GstFlowReturn dispatch_item (GstGpuFanOut * self, GstMiniObject * obj,
+    bool is_buffer, gint64 pts, guint32 stream = 0, gint64 max_wait_ns = -1);
+/* Serialized event @event into every lane, at its place among the items
+ * (gstgpufanout-dispatch.cpp). Takes @event. */
+void enqueue_event_on_all_lanes_positioned (GstGpuFanOut * self,
+    GstEvent * event);
 
 /* Statistics (gstgpufanout-stats.cpp) */
 void maybe_post_interval_stats (GstGpuFanOut * self);

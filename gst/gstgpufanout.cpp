@@ -41,6 +41,10 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src_%u",
     GST_PAD_SRC, GST_PAD_REQUEST, GST_STATIC_CAPS_ANY);
+/* several input streams (gstgpufanout-streams.cpp) */
+static GstStaticPadTemplate stream_sink_template
+    = GST_STATIC_PAD_TEMPLATE ("sink_%u", GST_PAD_SINK, GST_PAD_REQUEST,
+        GST_STATIC_CAPS_ANY);
 
 #define gst_gpufan_out_parent_class parent_class
 G_DEFINE_TYPE (GstGpuFanOut, gst_gpufan_out, GST_TYPE_ELEMENT);
@@ -57,6 +61,9 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstGpuFanOut * self = GST_GPUFAN_OUT (element);
   GstGpuFanOutPrivate * priv = self->priv;
   guint index = 0;
+
+  if (GST_PAD_TEMPLATE_DIRECTION (templ) == GST_PAD_SINK)
+    return stream_request_pad (self, templ, name);
 
   GstPad * pad;
   LanePtr lane;
@@ -120,6 +127,10 @@ static void
 gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (element);
+  if (GST_IS_GPUFAN_OUT_SINK_PAD (pad)) {
+    stream_release_pad (self, pad);
+    return;
+  }
   guint id = GST_GPUFAN_OUT_PAD (pad)->lane;
 
   GST_DEBUG_OBJECT (self, "releasing lane %u", id);
@@ -179,6 +190,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
     priv->stats_posted = false;
     priv->lane_error_posted = false;
     priv->caps_epoch = 0;
+    streams_reset (self);
   }
   return ret;
 }
@@ -369,6 +381,7 @@ gst_gpufan_out_finalize (GObject * object)
   self->priv->session->SetDrainListener (nullptr);
   self->priv->session->SetReleaseListener (nullptr);
   replay_forget (self);
+  gst_clear_caps (&self->priv->lanes_caps);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
@@ -655,6 +668,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template_with_gtype (element_class,
       &src_template, GST_TYPE_GPUFAN_OUT_PAD);
+  gst_element_class_add_static_pad_template_with_gtype (element_class,
+      &stream_sink_template, GST_TYPE_GPUFAN_OUT_SINK_PAD);
 
   gst_element_class_set_static_metadata (element_class, "GPU fan-out",
       "Generic",
@@ -668,6 +683,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CHUNK_MODE,
       (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_OUT_PAD, (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_OUT_SINK_PAD,
+      (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_STALL_ACTION,
       (GstPluginAPIFlags)0);
 }

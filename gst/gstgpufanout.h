@@ -13,6 +13,10 @@ G_DECLARE_FINAL_TYPE (GstGpuFanOut, gst_gpufan_out, GST, GPUFAN_OUT,
 G_DECLARE_FINAL_TYPE (GstGpuFanOutPad, gst_gpufan_out_pad, GST, GPUFAN_OUT_PAD,
     GstPad);
 
+#define GST_TYPE_GPUFAN_OUT_SINK_PAD (gst_gpufan_out_sink_pad_get_type ())
+G_DECLARE_FINAL_TYPE (GstGpuFanOutSinkPad, gst_gpufan_out_sink_pad, GST,
+    GPUFAN_OUT_SINK_PAD, GstPad);
+
 #define GST_TYPE_GPUFAN_POLICY (gst_gpufan_policy_get_type ())
 GType gst_gpufan_policy_get_type (void);
 

@@ -451,6 +451,28 @@ gst_gpufan_stall_reason (const gpufan::LaneStats & l)
       l.stalled_seq, ago);
 }
 
+/* One input stream of a fan-out with several (its sink_%u pad). */
+static GstStructure *
+stream_stats_to_structure (const gpufan::StreamStats & st)
+{
+  return gst_structure_new ("stream", "stream", G_TYPE_UINT, st.stream - 1,
+      "pad", G_TYPE_STRING, gst_gpufan_stream_pad_name (st.stream).c_str (),
+      "weight", G_TYPE_DOUBLE, st.weight, "max-in-flight", G_TYPE_UINT,
+      st.max_in_flight, "dispatched", G_TYPE_UINT64, st.dispatched, "delivered",
+      G_TYPE_UINT64, st.delivered, "lost", G_TYPE_UINT64, st.lost, "flushed",
+      G_TYPE_UINT64, st.flushed, "leaky-dropped", G_TYPE_UINT64,
+      st.leaky_dropped, "in-flight", G_TYPE_UINT, st.in_flight, "wait-time",
+      G_TYPE_UINT64, (guint64)MAX (st.wait_ns, 0), "max-wait-time",
+      G_TYPE_UINT64, (guint64)MAX (st.max_wait_ns, 0), "fps", G_TYPE_DOUBLE,
+      st.fps, nullptr);
+}
+
+std::string
+gst_gpufan_stream_pad_name (guint32 stream)
+{
+  return "sink_" + std::to_string (stream - 1);
+}
+
 GstStructure *
 gst_gpufan_stats_to_structure (const gpufan::Session & session)
 {
@@ -476,6 +498,17 @@ gst_gpufan_stats_to_structure (const gpufan::Session & session)
       G_TYPE_UINT64, (guint64)MAX (stats.added_latency_ns, 0), nullptr);
   gpu_counts_to_structure (stats.output_gpu, "output-gpu-", s);
   gst_structure_take_value (s, "lanes", &lanes);
+  if (!stats.streams.empty ()) {
+    GValue streams = G_VALUE_INIT;
+    gst_value_array_init (&streams, stats.streams.size ());
+    for (const auto & st : stats.streams) {
+      GValue v = G_VALUE_INIT;
+      g_value_init (&v, GST_TYPE_STRUCTURE);
+      g_value_take_boxed (&v, stream_stats_to_structure (st));
+      gst_value_array_append_and_take_value (&streams, &v);
+    }
+    gst_structure_take_value (s, "streams", &streams);
+  }
   return s;
 }
 

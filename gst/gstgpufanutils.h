@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "gpufan/session.h"
 
@@ -107,6 +108,31 @@ gboolean gst_gpufan_pair_query_claimed (GstQuery * query);
  * - 1 on leaving) so that it reaches the outer pair's other end. */
 guint gst_gpufan_pair_query_get_depth (GstQuery * query);
 void gst_gpufan_pair_query_set_depth (GstQuery * query, guint depth);
+
+/* Several input streams (gpufanout's sink_%u pads): stream ids in the
+ * Session are the pad index + 1 (0 is the single `sink` pad's). */
+inline guint32
+gst_gpufan_stream_of_index (guint index)
+{
+  return index + 1;
+}
+/* "sink_<index>" for stream id @stream. */
+std::string gst_gpufan_stream_pad_name (guint32 stream);
+
+/* An event of one input stream, on its way from gpufanout's sink_%u pad
+ * through the Session's window to gpufanin's src_%u pad
+ * (Session::AttachStreamEvent). Owns a reference. */
+struct GstGpuFanStreamEvent : public gpufan::Payload {
+  GstEvent * event;
+  explicit GstGpuFanStreamEvent (GstEvent * e) : event (e) {}
+  GstGpuFanStreamEvent (const GstGpuFanStreamEvent &) = delete;
+  GstGpuFanStreamEvent & operator= (const GstGpuFanStreamEvent &) = delete;
+  ~GstGpuFanStreamEvent () override
+  {
+    if (event)
+      gst_event_unref (event);
+  }
+};
 
 /* The index for a new request pad `<prefix><index>`: the one in @name when it
  * is given (FALSE, with a warning on @element, when @name is not of that form

@@ -2,6 +2,7 @@
 #include "gpufan/reorder-window.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace gpufan {
 
@@ -28,10 +29,13 @@ ReorderWindow::Slot *ReorderWindow::Find(uint64_t seq) {
   return it != slots_.end() && it->seq == seq ? &*it : nullptr;
 }
 
-void ReorderWindow::Open(uint64_t seq, uint32_t lane, int64_t now_ns) {
+void ReorderWindow::Open(uint64_t seq, uint32_t lane, int64_t now_ns,
+                         uint32_t stream) {
   Slot slot;
   slot.seq = seq;
   slot.lane = lane;
+  slot.stream = stream;
+  streams_ = streams_ || stream != kMainStream;
   slot.since_ns = now_ns;
   // Attachments waiting behind every released slot precede this one.
   slot.before = std::move(trailing_);
@@ -56,7 +60,9 @@ ReorderWindow::ArriveResult ReorderWindow::Arrive(uint64_t seq,
       return ArriveResult::kStored;
     case SlotState::kDropped:
     case SlotState::kExpired:
-      // Its place in the output was given up; keeping it would reorder.
+    case SlotState::kReleased:
+      // Its place in the output was given up (or taken); keeping it would
+      // reorder.
       return ArriveResult::kLate;
   }
   return ArriveResult::kUnknown;
@@ -64,15 +70,20 @@ ReorderWindow::ArriveResult ReorderWindow::Arrive(uint64_t seq,
 
 ReorderWindow::ArriveResult ReorderWindow::InsertArrived(uint64_t seq,
                                                          uint32_t lane,
-                                                         PayloadPtr payload) {
+                                                         PayloadPtr payload,
+                                                         uint32_t stream) {
   if (any_released_ && seq < released_through_)
     return ArriveResult::kLate;
   auto it = LowerBound(slots_, seq);
   if (it != slots_.end() && it->seq == seq)
     return Arrive(seq, std::move(payload));
+  if (streams_ && BelowStreamRelease(stream, seq))
+    return ArriveResult::kLate;
   Slot slot;
   slot.seq = seq;
   slot.lane = lane;
+  slot.stream = stream;
+  streams_ = streams_ || stream != kMainStream;
   slot.state = SlotState::kArrived;
   slot.awaited = false;
   slot.payload = std::move(payload);
@@ -106,12 +117,36 @@ bool ReorderWindow::Expire(uint64_t seq) {
   return true;
 }
 
-void ReorderWindow::AttachBefore(uint64_t seq, PayloadPtr payload) {
+void ReorderWindow::AttachBefore(uint64_t seq, PayloadPtr payload,
+                                 uint32_t stream) {
+  streams_ = streams_ || stream != kMainStream;
   auto it = LowerBound(slots_, seq);
   if (it == slots_.end())
-    trailing_.push_back(Attached{std::move(payload), seq});
+    trailing_.push_back(Attached{std::move(payload), seq, stream});
   else
-    it->before.push_back(Attached{std::move(payload), seq});
+    it->before.push_back(Attached{std::move(payload), seq, stream});
+}
+
+size_t ReorderWindow::DropStream(uint32_t stream) {
+  auto of_stream = [stream](const Attached& a) {
+    return a.stream == stream;
+  };
+  size_t dropped = 0;
+  for (Slot& slot : slots_) {
+    slot.before.erase(
+        std::remove_if(slot.before.begin(), slot.before.end(), of_stream),
+        slot.before.end());
+    if (slot.stream != stream || (slot.state != SlotState::kPending &&
+                                  slot.state != SlotState::kArrived))
+      continue;
+    slot.state = SlotState::kDropped;
+    slot.payload.reset();
+    slot.more.clear();
+    dropped++;
+  }
+  trailing_.erase(std::remove_if(trailing_.begin(), trailing_.end(), of_stream),
+                  trailing_.end());
+  return dropped;
 }
 
 void ReorderWindow::MoveAttachedUpTo(std::vector<Attached>& from, uint64_t seq,
@@ -127,7 +162,7 @@ void ReorderWindow::MoveAttachedUpTo(std::vector<Attached>& from, uint64_t seq,
 void ReorderWindow::ReleaseAttached(std::vector<Attached>& attached,
                                     uint64_t seq, std::vector<Released>& out) {
   for (Attached& a : attached) {
-    out.push_back(Released{std::move(a.payload), seq, kNoLane});
+    out.push_back(Released{std::move(a.payload), seq, kNoLane, a.stream});
     if (a.pos > 0 && (!any_released_ || a.pos > released_through_)) {
       released_through_ = a.pos;
       any_released_ = true;
@@ -136,34 +171,129 @@ void ReorderWindow::ReleaseAttached(std::vector<Attached>& attached,
   attached.clear();
 }
 
+void ReorderWindow::ReleaseSlot(Slot& slot, std::vector<Released>& out) {
+  if (slot.state != SlotState::kArrived) {
+    // Dropped or expired: one empty entry so that the caller can count it.
+    out.push_back(Released{nullptr, slot.seq, slot.lane, slot.stream});
+  } else {
+    const uint32_t lane = slot.awaited ? slot.lane : kNoLane;
+    out.push_back(
+        Released{std::move(slot.payload), slot.seq, lane, slot.stream});
+    for (PayloadPtr& p : slot.more)
+      out.push_back(Released{std::move(p), slot.seq, lane, slot.stream});
+    slot.more.clear();
+  }
+  // Counted out as it leaves: a marker is no longer held (awaited_occupancy).
+  if (!slot.awaited)
+    inserted_--;
+  if (streams_)
+    NoteStreamReleased(slot.stream, slot.seq + 1);
+  slot.state = SlotState::kReleased;
+  released_markers_++;
+}
+
+void ReorderWindow::NoteStreamReleased(uint32_t stream, uint64_t through) {
+  for (auto& [id, mark] : stream_released_through_) {
+    if (id == stream) {
+      mark = std::max(mark, through);
+      return;
+    }
+  }
+  stream_released_through_.emplace_back(stream, through);
+}
+
+bool ReorderWindow::BelowStreamRelease(uint32_t stream, uint64_t seq) const {
+  for (const auto& [id, mark] : stream_released_through_)
+    if (id == stream)
+      return seq < mark;
+  return false;
+}
+
+void ReorderWindow::PopReleasedFront(int64_t now_ns) {
+  while (!slots_.empty() && slots_.front().state == SlotState::kReleased) {
+    Slot& head = slots_.front();
+    released_through_ = head.seq + 1;
+    any_released_ = true;
+    released_markers_--;
+    // Nothing is ever held back before the front; kept in place regardless.
+    std::vector<Attached> before = std::move(head.before);
+    slots_.pop_front();
+    if (slots_.empty()) {
+      trailing_.insert(trailing_.begin(),
+                       std::make_move_iterator(before.begin()),
+                       std::make_move_iterator(before.end()));
+      break;
+    }
+    Slot& next = slots_.front();
+    next.before.insert(next.before.begin(),
+                       std::make_move_iterator(before.begin()),
+                       std::make_move_iterator(before.end()));
+    next.since_ns = std::max(next.since_ns, now_ns);
+  }
+}
+
 size_t ReorderWindow::PopSettled(std::vector<Released>& out, int64_t now_ns) {
   const size_t start = out.size();
+  if (streams_) {
+    PopSettledStreams(out);
+    PopReleasedFront(now_ns);
+    return out.size() - start;
+  }
   while (!slots_.empty()) {
     Slot& head = slots_.front();
     // Whatever precedes the head may always leave, settled or not.
     ReleaseAttached(head.before, head.seq, out);
     if (head.state == SlotState::kPending)
       break;
-    if (head.state != SlotState::kArrived) {
-      // Dropped or expired: one empty entry so that the caller can count it.
-      out.push_back(Released{nullptr, head.seq, head.lane});
-    } else {
-      const uint32_t lane = head.awaited ? head.lane : kNoLane;
-      out.push_back(Released{std::move(head.payload), head.seq, lane});
-      for (PayloadPtr& p : head.more)
-        out.push_back(Released{std::move(p), head.seq, lane});
-    }
-    released_through_ = head.seq + 1;
-    any_released_ = true;
-    if (!head.awaited)
-      inserted_--;
-    slots_.pop_front();
-    if (!slots_.empty())
-      slots_.front().since_ns = std::max(slots_.front().since_ns, now_ns);
+    ReleaseSlot(head, out);
+    PopReleasedFront(now_ns);
   }
   if (slots_.empty() && !trailing_.empty())
     ReleaseAttached(trailing_, released_through_, out);
   return out.size() - start;
+}
+
+void ReorderWindow::ReleaseAttachedUnblocked(
+    std::vector<Attached>& attached, uint64_t seq,
+    const std::vector<uint32_t>& blocked, std::vector<Released>& out) {
+  auto is_blocked = [&blocked](uint32_t stream) {
+    return std::find(blocked.begin(), blocked.end(), stream) != blocked.end();
+  };
+  auto kept = attached.begin();
+  for (Attached& a : attached) {
+    if (is_blocked(a.stream)) {
+      *kept++ = std::move(a);
+      continue;
+    }
+    out.push_back(Released{std::move(a.payload), seq, kNoLane, a.stream});
+    // Once it is out, every item of its stream below its place is late.
+    if (a.pos > 0)
+      NoteStreamReleased(a.stream, a.pos);
+  }
+  attached.erase(kept, attached.end());
+}
+
+void ReorderWindow::PopSettledStreams(std::vector<Released>& out) {
+  // Streams with a pending slot so far: their later slots and attachments
+  // wait; every other stream's leave in their order.
+  std::vector<uint32_t> blocked;
+  for (Slot& slot : slots_) {
+    ReleaseAttachedUnblocked(slot.before, slot.seq, blocked, out);
+    if (slot.state == SlotState::kReleased)
+      continue;
+    const bool stream_blocked =
+        std::find(blocked.begin(), blocked.end(), slot.stream) != blocked.end();
+    if (slot.state == SlotState::kPending) {
+      if (!stream_blocked)
+        blocked.push_back(slot.stream);
+      continue;
+    }
+    if (!stream_blocked)
+      ReleaseSlot(slot, out);
+  }
+  const uint64_t after =
+      slots_.empty() ? released_through_ : slots_.back().seq + 1;
+  ReleaseAttachedUnblocked(trailing_, after, blocked, out);
 }
 
 bool ReorderWindow::HeadPending() const {
@@ -213,7 +343,8 @@ uint32_t ReorderWindow::SlotLane(uint64_t seq) const {
 
 bool ReorderWindow::IsOpen(uint64_t seq) const {
   auto it = LowerBound(slots_, seq);
-  return it != slots_.end() && it->seq == seq;
+  return it != slots_.end() && it->seq == seq &&
+         it->state != SlotState::kReleased;
 }
 
 bool ReorderWindow::HoldsArrivedFrom(uint32_t lane) const {
@@ -240,6 +371,7 @@ void ReorderWindow::Clear() {
   slots_.clear();
   trailing_.clear();
   inserted_ = 0;
+  released_markers_ = 0;
 }
 
 }  // namespace gpufan

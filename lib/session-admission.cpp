@@ -20,6 +20,9 @@ constexpr size_t kEventPositionsKept = 64;
 // Markers behind replayed items still on their way (Lane::replay_markers):
 // far more than a lane has in flight.
 constexpr size_t kReplayMarkersKept = 256;
+// Unclaimed lanes' items of a stream (unawaited_streams_): a lane's queue
+// and branch hold far fewer.
+constexpr size_t kUnawaitedStreamsKept = 1024;
 
 }  // namespace
 
@@ -75,24 +78,57 @@ void Session::UpdateSpreadAllowanceUnlocked() {
     spread_allowance_ = static_cast<uint32_t>(extra);
 }
 
-Dispatch Session::DispatchItem(int64_t pts_ns, int origin_gpu) {
+Dispatch Session::DispatchItem(int64_t pts_ns, int origin_gpu, uint32_t stream,
+                               int64_t max_wait_ns) {
   std::unique_lock<Mutex> lock(mutex_);
+  const bool several = stream != kMainStream;
+  const int64_t entered = several || max_wait_ns >= 0 ? clock_->NowNs() : 0;
+  if (several) {
+    // It waits in fair order from now on (see Stream::vtime).
+    Stream& s = StreamUnlocked(stream);
+    if (s.waiting++ == 0)
+      s.vtime = std::max(s.vtime, virtual_now_);
+  }
+  auto leave = [&](Dispatch d) {
+    if (several) {
+      Stream& s = StreamUnlocked(stream);
+      s.waiting--;
+      const int64_t waited = clock_->NowNs() - entered;
+      s.counters.wait_ns += waited;
+      s.counters.max_wait_ns = std::max(s.counters.max_wait_ns, waited);
+      // The turn may have passed to a waiting stream.
+      if (admit_waiters_ > 0)
+        admit_cv_.notify_all();
+    }
+    return d;
+  };
   for (;;) {
-    if (flushing_)
-      return Dispatch{DispatchStatus::kFlushing};
+    if (flushing_ || (several && StreamUnlocked(stream).flushing))
+      return leave(Dispatch{DispatchStatus::kFlushing});
     bool no_lanes = false;
-    if (std::optional<Dispatch> d =
-            TryDispatchUnlocked(pts_ns, origin_gpu, &no_lanes))
-      return *d;
-    if (no_lanes)
-      return Dispatch{DispatchStatus::kNoLanes};
+    if (StreamMayDispatchUnlocked(stream)) {
+      if (std::optional<Dispatch> d =
+              TryDispatchUnlocked(pts_ns, origin_gpu, &no_lanes, stream))
+        return leave(*d);
+      if (no_lanes)
+        return leave(Dispatch{DispatchStatus::kNoLanes});
+    }
+    std::optional<std::chrono::nanoseconds> wait = AdaptiveRethinkUnlocked();
+    if (max_wait_ns >= 0) {
+      const int64_t left = entered + max_wait_ns - clock_->NowNs();
+      if (left <= 0)
+        return leave(Dispatch{DispatchStatus::kTimedOut});
+      if (real_time_clock_ && (!wait || wait->count() > left))
+        wait = std::chrono::nanoseconds(left);
+    }
     // Every event that can make room notifies admit_cv_ (see the callers of
     // NotifyAdmitUnlocked); only the adaptive policy's answer also changes
-    // with time alone.
+    // with time alone. A notification sent before this thread waited was
+    // for the waiters then: the next event must notify again.
     admit_waiters_++;
-    if (const std::optional<std::chrono::nanoseconds> rethink =
-            AdaptiveRethinkUnlocked())
-      admit_cv_.wait_for(lock, *rethink);
+    admit_notified_ = false;
+    if (wait)
+      admit_cv_.wait_for(lock, *wait);
     else
       admit_cv_.wait(lock);
     admit_waiters_--;
@@ -182,7 +218,8 @@ std::optional<Dispatch> Session::TryDispatchItem(int64_t pts_ns,
 
 std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
                                                      int origin_gpu,
-                                                     bool *no_lanes) {
+                                                     bool *no_lanes,
+                                                     uint32_t stream) {
   *no_lanes = false;
   waited_on_policy_ = false;
   bool joining = false;
@@ -202,7 +239,7 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     const std::optional<uint32_t> probe = ProbeLaneUnlocked();
     if (!probe)
       return std::nullopt;
-    Dispatch d = RecordDispatchUnlocked(*probe, pts_ns, now);
+    Dispatch d = RecordDispatchUnlocked(*probe, pts_ns, now, stream);
     d.lanes_joining = joining;
     return d;
   }
@@ -239,7 +276,7 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
   }
   if (pick.status == PickStatus::kWait)
     return std::nullopt;
-  Dispatch d = RecordDispatchUnlocked(pick.lane, pts_ns, now);
+  Dispatch d = RecordDispatchUnlocked(pick.lane, pts_ns, now, stream);
   Lane& chosen = lanes_.at(pick.lane);
   chosen.outstanding.back().needs_copy = NeedsCopyUnlocked(chosen, origin_gpu);
   d.lanes_joining = joining;
@@ -278,20 +315,23 @@ std::optional<uint32_t> Session::ProbeLaneUnlocked() {
 }
 
 Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
-                                         int64_t now_ns) {
+                                         int64_t now_ns, uint32_t stream) {
   Lane& lane = lanes_.at(lane_id);
   Outstanding item;
   item.seq = next_seq_++;
   item.pts_ns = pts_ns;
   item.dispatched_ns = now_ns;
   item.awaited = lane.claimed;
+  item.stream = stream;
+  if (stream != kMainStream)
+    CountStreamDispatchUnlocked(item, now_ns);
   lane.outstanding.push_back(item);
   lane.queued++;
   lane.counters.dispatched++;
   dispatched_++;
   in_flight_++;
   if (item.awaited) {
-    window_.Open(item.seq, lane_id, now_ns);
+    window_.Open(item.seq, lane_id, now_ns, stream);
     // Into an empty window, it is the head: nothing else announces it.
     AnnounceHeadUnlocked();
   }
@@ -399,6 +439,13 @@ bool Session::OnPushedUnlocked(Lane& l, uint64_t seq, PushOutcome outcome) {
   }
   const Outstanding item = *it;
   l.outstanding.erase(it);
+  if (item.stream != kMainStream && !item.awaited &&
+      outcome == PushOutcome::kDelivered) {
+    // If a fan-in gets it after all, it belongs to its stream there.
+    unawaited_streams_.emplace_back(item.seq, item.stream);
+    while (unawaited_streams_.size() > kUnawaitedStreamsKept)
+      unawaited_streams_.pop_front();
+  }
   if (outcome == PushOutcome::kDelivered)
     CompleteUnlocked(l, item, clock_->NowNs());
   else

@@ -93,7 +93,8 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
         window_.Arrive(item.seq, std::move(payload));
         if (window_.HeadPending() && window_.head_seq() != item.seq)
           l->counters.reorder_waits++;
-      } else if (window_.InsertArrived(item.seq, lane, std::move(payload)) ==
+      } else if (window_.InsertArrived(item.seq, lane, std::move(payload),
+                                       item.stream) ==
                  ReorderWindow::ArriveResult::kLate) {
         // Nobody kept its place, and the output has moved past it. It still
         // completed: its lane has room again.
@@ -125,7 +126,11 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
     // Nobody opened its slot: it was dispatched before its lane was claimed
     // (and completed at OnPushed), or its lane went away. It leaves in its
     // turn, or not at all once the output has moved past it.
-    if (window_.InsertArrived(*seq, lane, std::move(payload)) ==
+    uint32_t stream = kMainStream;
+    for (const auto& [unawaited_seq, of] : unawaited_streams_)
+      if (unawaited_seq == *seq)
+        stream = of;
+    if (window_.InsertArrived(*seq, lane, std::move(payload), stream) ==
         ReorderWindow::ArriveResult::kLate) {
       if (l)
         l->counters.late++;
@@ -170,7 +175,7 @@ void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
   }
   lane.last_completion_ns = now_ns;
   if (!item.awaited)
-    DecrementInFlightUnlocked();
+    DecrementInFlightUnlocked(item.stream);
   NotifySettledUnlocked();
 }
 
@@ -184,7 +189,7 @@ void Session::DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
   if (item.awaited)
     window_.Drop(item.seq);
   else
-    DecrementInFlightUnlocked();
+    DecrementInFlightUnlocked(item.stream);
   NotifySettledUnlocked();
 }
 
@@ -205,10 +210,15 @@ void Session::SettleFrontUnlocked(Lane& lane, size_t count,
   fifo.erase(kept_end, end);
 }
 
-void Session::DecrementInFlightUnlocked() {
+void Session::DecrementInFlightUnlocked(uint32_t stream) {
   // Reset() zeroes the count while lane workers may still report; never wrap.
   if (in_flight_ > 0)
     --in_flight_;
+  if (stream == kMainStream)
+    return;
+  auto it = streams_.find(stream);
+  if (it != streams_.end() && it->second.in_flight > 0)
+    --it->second.in_flight;
 }
 
 }  // namespace gpufan

@@ -83,9 +83,12 @@ void Session::Announce(std::vector<uint32_t> lanes, bool drained,
 
 void Session::TakeReadyUnlocked(ReadyBatch *batch) {
   const int64_t now = clock_->NowNs();
+  const size_t first = batch->items.size();
   do {
     window_.PopSettled(batch->items, now);
   } while (ExpireStalledHeadUnlocked(now));
+  if (!streams_.empty())
+    CountStreamReleasesUnlocked(batch->items, first);
   if (output_due_ns_ != kNoTime && now >= output_due_ns_)
     output_due_ns_ = kNoTime;
   // Taken by another thread than the waiting output: the new head is news.
@@ -101,7 +104,7 @@ void Session::TakeReadyUnlocked(ReadyBatch *batch) {
     counted_any = true;
     last_seq = r.seq;
     released_++;
-    DecrementInFlightUnlocked();
+    DecrementInFlightUnlocked(r.stream);
   }
   if (counted_any)
     NotifyAdmitUnlocked();

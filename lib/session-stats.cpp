@@ -65,6 +65,7 @@ SessionStats Session::Stats() const {
     }
     stats.lanes.push_back(std::move(s));
   }
+  StreamStatsUnlocked(&stats, now);
   return stats;
 }
 

@@ -308,6 +308,9 @@ void Session::Reset() {
     l.stall_kind = StallKind::kNone;
   }
   in_flight_ = 0;
+  for (auto& [id, stream] : streams_)
+    stream.in_flight = 0;
+  unawaited_streams_.clear();
   input_ended_ = false;
   output_failed_ = false;
   accounted_since_ns_ = kNoTime;

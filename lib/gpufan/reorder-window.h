@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "gpufan/payload.h"
@@ -15,6 +16,9 @@
 namespace gpufan {
 
 constexpr uint32_t kNoLane = UINT32_MAX;
+// The stream of a fan-out with one input (its `sink` pad); the streams of
+// request sink pads are numbered from 1.
+constexpr uint32_t kMainStream = 0;
 
 // One released entry, in output order.
 struct Released {
@@ -23,6 +27,7 @@ struct Released {
   // kNoLane for attachments (events) and for items nobody waited for
   // (InsertArrived): only awaited items count as leaving the in-flight set.
   uint32_t lane = kNoLane;
+  uint32_t stream = kMainStream;  // the input stream it belongs to
 };
 
 // Not thread-safe: owned and locked by Session.
@@ -30,6 +35,13 @@ struct Released {
 // Sequence numbers opened must increase (they need not be dense: items that
 // nobody waits for are never opened). A slot is *pending* until it arrives,
 // is dropped, or expires; the leading run of settled slots is released.
+//
+// Streams: every slot and attachment belongs to an input stream (one
+// sequence numbering for all). Order is kept within each stream only: a
+// settled slot leaves once no slot of its own stream before it is pending,
+// so a pending item of one stream holds back no other stream. Released
+// slots behind a pending one stay as markers until they reach the front.
+// The head (for the stall timeout) is the oldest pending slot of any stream.
 class GPUFAN_API ReorderWindow {
  public:
   enum class ArriveResult {
@@ -42,7 +54,8 @@ class GPUFAN_API ReorderWindow {
 
   // Opens the slot for `seq` (greater than every seq opened before).
   // `now_ns` is when it was dispatched.
-  void Open(uint64_t seq, uint32_t lane, int64_t now_ns);
+  void Open(uint64_t seq, uint32_t lane, int64_t now_ns,
+            uint32_t stream = kMainStream);
 
   // The item came back. Several payloads for one seq are kept in arrival order.
   ArriveResult Arrive(uint64_t seq, PayloadPtr payload);
@@ -51,7 +64,8 @@ class GPUFAN_API ReorderWindow {
   // was dispatched) came back with its seq: it takes its place in the order
   // if the window has not moved past it (kStored), else kLate. It never
   // leaves ahead of an older item.
-  ArriveResult InsertArrived(uint64_t seq, uint32_t lane, PayloadPtr payload);
+  ArriveResult InsertArrived(uint64_t seq, uint32_t lane, PayloadPtr payload,
+                             uint32_t stream = kMainStream);
 
   // The lane proved the item gone (a later item came on the same FIFO lane,
   // or the lane ended). Returns false if the slot is not pending.
@@ -62,8 +76,15 @@ class GPUFAN_API ReorderWindow {
 
   // Attaches `payload` so that it leaves right before slot `seq` (or the first
   // slot after it); when no such slot is open, it leaves once every open slot
-  // has been released (before any slot opened later).
-  void AttachBefore(uint64_t seq, PayloadPtr payload);
+  // has been released (before any slot opened later). Of `stream`: only that
+  // stream's slots hold it back.
+  void AttachBefore(uint64_t seq, PayloadPtr payload,
+                    uint32_t stream = kMainStream);
+  // Forgets `stream` (a flush of that stream alone): its pending and
+  // arrived slots count as dropped (their empty entries still leave, so
+  // that the caller counts them out), its attachments are discarded.
+  // Returns how many slots it dropped.
+  size_t DropStream(uint32_t stream);
 
   // Moves the leading settled run (and attachments before it) to `out`.
   // Returns the number of entries appended.
@@ -94,10 +115,10 @@ class GPUFAN_API ReorderWindow {
   // of it): its stall clock starts again at `now_ns`. Requires !empty().
   void RestartHeadClock(int64_t now_ns);
 
-  size_t occupancy() const { return slots_.size(); }
+  size_t occupancy() const { return slots_.size() - released_markers_; }
   // Slots of items that were in flight (opened at dispatch), not counting
   // the ones InsertArrived placed.
-  size_t awaited_occupancy() const { return slots_.size() - inserted_; }
+  size_t awaited_occupancy() const { return occupancy() - inserted_; }
   size_t peak_occupancy() const { return peak_; }
   // True while the slot for `seq` is in the window (pending or settled).
   bool IsOpen(uint64_t seq) const;
@@ -111,21 +132,30 @@ class GPUFAN_API ReorderWindow {
   void Clear();
 
  private:
-  enum class SlotState { kPending, kArrived, kDropped, kExpired };
+  // kReleased: it left while a slot before it (of another stream) was
+  // pending; it stays as a marker until it reaches the front.
+  enum class SlotState { kPending, kArrived, kDropped, kExpired, kReleased };
   // An attachment and its place: it goes out right before item `pos`, so
   // once it is out every item below `pos` is late.
   struct Attached {
     PayloadPtr payload;
     uint64_t pos = 0;
+    uint32_t stream = kMainStream;
   };
   // Moves the attachments of `from` placed at or before `seq` to `to`.
   static void MoveAttachedUpTo(std::vector<Attached>& from, uint64_t seq,
                                std::vector<Attached>& to);
   void ReleaseAttached(std::vector<Attached>& attached, uint64_t seq,
                        std::vector<Released>& out);
+  // Several streams: releases what `blocked` (streams with a pending slot
+  // before) does not hold back.
+  void ReleaseAttachedUnblocked(std::vector<Attached>& attached, uint64_t seq,
+                                const std::vector<uint32_t>& blocked,
+                                std::vector<Released>& out);
   struct Slot {
     uint64_t seq = 0;
     uint32_t lane = kNoLane;
+    uint32_t stream = kMainStream;
     SlotState state = SlotState::kPending;
     int64_t since_ns = 0;
     std::vector<Attached> before;  // attachments that precede this slot
@@ -137,6 +167,13 @@ class GPUFAN_API ReorderWindow {
   };
 
   Slot *Find(uint64_t seq);
+  // PopSettled with slots of several streams.
+  void PopSettledStreams(std::vector<Released>& out);
+  // Releases settled slot `slot` (its entries go to `out`).
+  void ReleaseSlot(Slot& slot, std::vector<Released>& out);
+  // Removes released markers from the front, restarting the new head's
+  // stall clock at `now_ns`.
+  void PopReleasedFront(int64_t now_ns);
 
   std::deque<Slot> slots_;
   std::vector<Attached> trailing_;  // attachments after every open slot
@@ -144,6 +181,18 @@ class GPUFAN_API ReorderWindow {
   bool any_released_ = false;
   size_t peak_ = 0;
   size_t inserted_ = 0;  // slots placed by InsertArrived, still held
+  // kReleased slots still held (behind a pending one).
+  size_t released_markers_ = 0;
+  // A slot or attachment of a stream other than kMainStream was seen: the
+  // release looks past pending slots (PopSettledStreams).
+  bool streams_ = false;
+  // Several streams: per stream, the release mark of its own slots and
+  // attachments (each stream leaves in order, but not in step with the
+  // others: released_through_ is only the front's). An item InsertArrived
+  // would place below its stream's mark would leave after a later one.
+  std::vector<std::pair<uint32_t, uint64_t>> stream_released_through_;
+  void NoteStreamReleased(uint32_t stream, uint64_t through);
+  bool BelowStreamRelease(uint32_t stream, uint64_t seq) const;
 };
 
 }  // namespace gpufan

@@ -100,6 +100,8 @@ enum class DispatchStatus {
   kNoLanes,   // no eligible lane
   kGone,      // Redispatch: the item is no longer awaited (it arrived or was
               // given up meanwhile)
+  kTimedOut,  // DispatchItem's max_wait_ns passed first (the item is not
+              // recorded)
 };
 
 struct Dispatch {
@@ -215,7 +217,18 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // `origin_gpu`: the GPU whose memory the item is in (-1: host memory, or
   // not known); kAdaptive then counts each lane's learned time to copy it
   // to that lane's GPU (CountGpuFrame teaches it).
-  Dispatch DispatchItem(int64_t pts_ns, int origin_gpu = -1);
+  //
+  // `stream`: the input stream it belongs to (AddStream; kMainStream for a
+  // fan-out with one input). Streams share the lanes fairly: while several
+  // wait, the next item to be admitted is the one of the stream with the
+  // least weighted service so far (start-time fair queueing over
+  // AddStream's weights); a stream that was idle starts level with the
+  // others, so its items are not queued behind another stream's backlog.
+  // `max_wait_ns` >= 0: gives up (kTimedOut) after waiting that long (with
+  // an injected clock, when an event finds it has passed).
+  Dispatch DispatchItem(int64_t pts_ns, int origin_gpu = -1,
+                        uint32_t stream = kMainStream,
+                        int64_t max_wait_ns = -1);
   // Like DispatchItem but never waits: std::nullopt when it would have to.
   std::optional<Dispatch> TryDispatchItem(int64_t pts_ns, int origin_gpu = -1);
   // The lane worker takes the item out of its queue and starts pushing it.
@@ -261,6 +274,35 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // (identified by its seqnum) happened, the fan-in places it there.
   uint64_t MarkEventPosition(uint32_t event_key);
   std::optional<uint64_t> EventPosition(uint32_t event_key) const;
+
+  // --- input streams: one fan-out over several inputs ---
+  // Streams share the lanes; each stream's items leave the window in that
+  // stream's order, held back by no other stream (ReorderWindow). Ids are
+  // the caller's (a fan-out's sink_%u index + 1); kMainStream is not one.
+  // DispatchItem adds a stream it does not know, with weight 1.
+  void AddStream(uint32_t stream, double weight = 1.0);
+  // Forgets the stream's share and statistics; its items in flight still
+  // leave the window in their order.
+  void RemoveStream(uint32_t stream);
+  void SetStreamWeight(uint32_t stream, double weight);  // > 0
+  // At most `limit` of the stream's items in flight (0: no bound of its own).
+  void SetStreamMaxInFlight(uint32_t stream, uint32_t limit);
+  // `payload` (an event of the stream) leaves after every item of the
+  // stream dispatched so far, before any later one.
+  void AttachStreamEvent(uint32_t stream, PayloadPtr payload);
+  // A flush of one stream: while it lasts, DispatchItem for it returns
+  // kFlushing (a waiting one wakes); its end forgets the stream's items in
+  // the window (their slots leave empty: counted, not waited for). The
+  // flush listener is told both, after unlocking, unless `tell_listener`
+  // is false (the stream's pad is being (de)activated: no flush to pass on).
+  void FlushStream(uint32_t stream, bool start, bool tell_listener = true);
+  // The fan-in's: pushes the flush on the stream's output. Setting another
+  // (or none) waits for a call in progress.
+  void SetStreamFlushListener(
+      std::function<void(uint32_t stream, bool start)> listener);
+  // The fan-out dropped one of the stream's frames before dispatch (leaky).
+  void CountLeakyDrop(uint32_t stream);
+  bool HasStreams() const;
 
   // --- chunk mode: one item stands for a run of frames ---
   // Item `seq` of `lane` made progress (its lane took a frame of it, or
@@ -445,6 +487,21 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // Sent again after its first lane failed (Redispatch): it sits in the
     // FIFO by seq, but was queued ahead of the lane's own items.
     bool replayed = false;
+    uint32_t stream = kMainStream;
+  };
+  // An input stream (AddStream).
+  struct Stream {
+    double weight = 1.0;
+    // Start-time fair queueing: the stream's virtual time (1 / weight per
+    // admitted item); one that starts waiting after being idle is raised to
+    // virtual_now_, so idleness earns no burst.
+    double vtime = 0.0;
+    uint32_t waiting = 0;  // threads in DispatchItem for it
+    uint32_t in_flight = 0;
+    uint32_t max_in_flight = 0;
+    bool flushing = false;
+    int64_t first_dispatch_ns = kNoTime;
+    StreamStats counters;  // the counting fields only
   };
   struct Lane {
     Device device;
@@ -502,7 +559,19 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // left in it are destroyed here, before the caller locks.
   static void StartBatch(ReadyBatch *batch);
   std::optional<Dispatch> TryDispatchUnlocked(int64_t pts_ns, int origin_gpu,
-                                              bool *no_lanes);
+                                              bool *no_lanes,
+                                              uint32_t stream = kMainStream);
+  // Whether `stream` may be admitted now: its own bound has room and no
+  // other waiting stream is ahead of it in fair order. Always for
+  // kMainStream.
+  bool StreamMayDispatchUnlocked(uint32_t stream) const;
+  Stream& StreamUnlocked(uint32_t stream);
+  // The stream's share of an admission (RecordDispatchUnlocked).
+  void CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns);
+  // Per stream: what left the window in `batch` from `first` on.
+  void CountStreamReleasesUnlocked(const std::vector<Released>& items,
+                                   size_t first);
+  void StreamStatsUnlocked(SessionStats *stats, int64_t now_ns) const;
   // An item in GPU `origin_gpu`'s memory (-1: host) must be copied to
   // `lane`'s GPU first.
   bool NeedsCopyUnlocked(const Lane& lane, int origin_gpu) const;
@@ -514,8 +583,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // loads of the last TryDispatchUnlocked, stops answering kWait; `until`
   // when it does not before.
   int64_t PolicyTurnsUnlocked(int64_t now, int64_t until);
-  Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns,
-                                  int64_t now_ns);
+  Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns, int64_t now_ns,
+                                  uint32_t stream = kMainStream);
   // Which lanes the scheduler may pick now (LaneState, tiers: see .cpp).
   void SchedulableUnlocked(std::vector<bool> *schedulable, bool *joining);
   static LaneState StateOfUnlocked(const Lane& lane, bool any_claimed);
@@ -541,7 +610,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   bool NoteProgressUnlocked(uint32_t lane, uint64_t seq);
   Lane *FindLaneUnlocked(uint32_t lane);
   void CompleteUnlocked(Lane& lane, const Outstanding& item, int64_t now_ns);
-  void DecrementInFlightUnlocked();
+  void DecrementInFlightUnlocked(uint32_t stream = kMainStream);
   void DropOutstandingUnlocked(Lane& lane, const Outstanding& item,
                                bool failed);
   // Every outstanding item of `lane` is dropped; with `push_failed`, the one
@@ -593,6 +662,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::function<void(uint32_t)> stall_listener_;
   std::function<void()> drain_listener_;
   std::function<void(uint64_t)> release_listener_;
+  std::function<void(uint32_t, bool)> stream_flush_listener_;
   std::atomic<bool> release_listener_set_{false};  // read without the lock
   bool drain_to_announce_ = false;                 // see SetDrainListener
   // After unlocking: the stalled lanes, the drain, and (when items left)
@@ -632,6 +702,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::vector<int> lane_ranks_;  // reused by SchedulableUnlocked
   std::vector<bool> schedulable_;
   std::map<uint32_t, Lane> lanes_;
+  std::map<uint32_t, Stream> streams_;
+  double virtual_now_ = 0.0;  // the start tag of the last admitted item
+  // Items of a stream dispatched to a lane no fan-in had claimed, by seq
+  // (bounded): when one comes back, its stream places it in the window.
+  std::deque<std::pair<uint64_t, uint32_t>> unawaited_streams_;
   ReorderWindow window_;
   uint64_t next_seq_ = 0;
   uint32_t in_flight_ = 0;

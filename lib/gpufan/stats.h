@@ -116,6 +116,25 @@ struct LaneStats {
   HostPoolStats host_pool;  // read when the statistics were taken
 };
 
+// One input stream of a fan-out with several (its request sink pads;
+// Session::AddStream).
+struct StreamStats {
+  uint32_t stream = 0;
+  double weight = 1.0;
+  uint32_t max_in_flight = 0;  // its own bound (0: only the session's)
+  uint64_t dispatched = 0;     // frames given to a lane
+  uint64_t delivered = 0;      // frames that left the window (came back)
+  uint64_t lost = 0;  // given up in the window: dropped by a branch, stalled,
+                      // or forgotten by a flush of the stream
+  uint64_t flushed = 0;  // of `lost`: forgotten by a flush
+  uint64_t leaky_dropped =
+      0;                    // dropped before dispatch (leaky: waited too long)
+  uint32_t in_flight = 0;   // dispatched, not yet out of the window
+  int64_t wait_ns = 0;      // admission: total time its frames waited
+  int64_t max_wait_ns = 0;  // admission: the longest wait
+  double fps = 0.0;         // dispatched / time since its first dispatch
+};
+
 struct SessionStats {
   Policy policy = Policy::kAdaptive;
   uint64_t dispatched = 0;
@@ -130,6 +149,9 @@ struct SessionStats {
   int64_t elapsed_ns = 0;        // since the first dispatch
   GpuFrameCounts output_gpu;     // frames moved to the fan-in's output-device
   std::vector<LaneStats> lanes;  // ordered by lane id
+  // The input streams (several sink pads), ordered by stream id; empty for
+  // one stream.
+  std::vector<StreamStats> streams;
 };
 
 }  // namespace gpufan

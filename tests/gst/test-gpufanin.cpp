@@ -128,10 +128,15 @@ TEST(GpuFaninPads, RequestNamingLowestFreeAndExplicit) {
   CheckRequestPadNaming("gpufanin", "sink_", 7);
 }
 
+TEST(GpuFaninPads, StreamSrcPadsNamingLowestFreeAndExplicit) {
+  CheckRequestPadNaming("gpufanin", "src_", 9);
+}
+
 TEST(GpuFaninPads, UnknownTemplateRefused) {
   GstElement *in = gst_element_factory_make("gpufanin", nullptr);
   ASSERT_NE(in, nullptr);
-  EXPECT_EQ(gst_element_request_pad_simple(in, "src_%u"), nullptr);
+  EXPECT_EQ(gst_element_request_pad_simple(in, "video_%u"), nullptr);
+  EXPECT_EQ(in->numsinkpads, 0);
   gst_object_unref(in);
 }
 

@@ -195,15 +195,19 @@ TEST(GpuFanoutPads, RequestNamingLowestFreeAndExplicit) {
   CheckRequestPadNaming("gpufanout", "src_", 100);
 }
 
+TEST(GpuFanoutPads, StreamSinkPadsNamingLowestFreeAndExplicit) {
+  CheckRequestPadNaming("gpufanout", "sink_", 100);
+}
+
 TEST(GpuFanoutPads, UnknownTemplateRefused) {
   GstElement *f = gst_element_factory_make("gpufanout", nullptr);
   ASSERT_NE(f, nullptr);
   // (Duplicate explicit names and foreign templates are refused by the core
   // itself, with a critical, before the element is asked.)
-  EXPECT_EQ(gst_element_request_pad_simple(f, "sink_%u"), nullptr);
-  EXPECT_EQ(gst_element_request_pad_simple(f, "sink_0"), nullptr);
   EXPECT_EQ(gst_element_request_pad_simple(f, "video_%u"), nullptr);
+  EXPECT_EQ(gst_element_request_pad_simple(f, "sink"), nullptr);
   EXPECT_EQ(f->numsrcpads, 0);
+  EXPECT_EQ(f->numsinkpads, 1);
   gst_object_unref(f);
 }
 

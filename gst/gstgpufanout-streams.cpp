@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Several input streams: gpufanout's sink_%u request pads. Every stream's
+ * frames share the same lanes (one branch instance per lane, whatever the
+ * number of streams); gpufanin's src_%u pad of the same index puts each
+ * stream out in its own order.
+ *
+ * What the lanes' branches see: one stream-start, the caps every stream
+ * shares (streams whose caps differ are an error naming them), the first
+ * stream's segment, and EOS once every stream has ended. Each stream's own
+ * serialized events (stream-start, segment, tags, EOS...) bypass the lanes:
+ * they go through the Session's window (Session::AttachStreamEvent) and
+ * leave on src_<index> after every frame of the stream that came before
+ * them. A stream's flush goes to its src pad alone (the Session's stream
+ * flush listener, set by gpufanin). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanout-private.h"
+
+#include <string>
+
+#define GST_CAT_DEFAULT gst_gpufan_out_debug
+
+using namespace fanout;
+
+/* A leaky stream's frame without a duration waits at most this long. */
+#define LEAKY_DEFAULT_WAIT (40 * GST_MSECOND)
+
+G_DEFINE_TYPE (GstGpuFanOutSinkPad, gst_gpufan_out_sink_pad, GST_TYPE_PAD);
+
+static guint32
+stream_of (GstGpuFanOutSinkPad * pad)
+{
+  return gst_gpufan_stream_of_index (pad->index);
+}
+
+static void
+gst_gpufan_out_sink_pad_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstGpuFanOutSinkPad * pad = GST_GPUFAN_OUT_SINK_PAD (object);
+  GST_OBJECT_LOCK (pad);
+  switch (prop_id) {
+    case PROP_SINK_PAD_WEIGHT:
+      pad->weight = g_value_get_double (value);
+      break;
+    case PROP_SINK_PAD_MAX_IN_FLIGHT:
+      pad->max_in_flight = g_value_get_uint (value);
+      break;
+    case PROP_SINK_PAD_LEAKY:
+      pad->leaky = g_value_get_boolean (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  const gdouble weight = pad->weight;
+  const guint max_in_flight = pad->max_in_flight;
+  GST_OBJECT_UNLOCK (pad);
+  /* a pad made by the element (not before it set fanout) */
+  if (!pad->fanout)
+    return;
+  gpufan::Session & session = *pad->fanout->priv->session;
+  if (prop_id == PROP_SINK_PAD_WEIGHT)
+    session.SetStreamWeight (stream_of (pad), weight);
+  else if (prop_id == PROP_SINK_PAD_MAX_IN_FLIGHT)
+    session.SetStreamMaxInFlight (stream_of (pad), max_in_flight);
+}
+
+static void
+gst_gpufan_out_sink_pad_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstGpuFanOutSinkPad * pad = GST_GPUFAN_OUT_SINK_PAD (object);
+  GST_OBJECT_LOCK (pad);
+  switch (prop_id) {
+    case PROP_SINK_PAD_WEIGHT:
+      g_value_set_double (value, pad->weight);
+      break;
+    case PROP_SINK_PAD_MAX_IN_FLIGHT:
+      g_value_set_uint (value, pad->max_in_flight);
+      break;
+    case PROP_SINK_PAD_LEAKY:
+      g_value_set_boolean (value, pad->leaky);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (pad);
+}
+
+static void
+gst_gpufan_out_sink_pad_class_init (GstGpuFanOutSinkPadClass * klass)
+{
+  GObjectClass * gobject_class = G_OBJECT_CLASS (klass);
+  gobject_class->set_property = gst_gpufan_out_sink_pad_set_property;
+  gobject_class->get_property = gst_gpufan_out_sink_pad_get_property;
+
+  /**
+   * GstGpuFanOutSinkPad:weight:
+   *
+   * The stream's share of the lanes while they are saturated: streams that
+   * wait are admitted in fair order (start-time fair queueing), a stream of
+   * weight 2 getting twice the frames of a stream of weight 1. A stream that
+   * was idle joins level with the others: its frames do not queue behind
+   * another stream's backlog.
+   */
+  g_object_class_install_property (gobject_class, PROP_SINK_PAD_WEIGHT,
+      g_param_spec_double ("weight", "Weight",
+          "The stream's share of the lanes while they are saturated "
+          "(fair queueing over the streams that wait)",
+          0.001, 1000.0, 1.0,
+          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
+              | G_PARAM_STATIC_STRINGS)));
+  /**
+   * GstGpuFanOutSinkPad:max-in-flight:
+   *
+   * At most this many of the stream's frames in flight (queued for a lane,
+   * in a branch, or waiting in gpufanin to leave in order); 0: only the
+   * element's max-in-flight bounds it.
+   */
+  g_object_class_install_property (gobject_class, PROP_SINK_PAD_MAX_IN_FLIGHT,
+      g_param_spec_uint ("max-in-flight", "Max in flight",
+          "At most this many of the stream's frames in flight "
+          "(0: only the element's max-in-flight bounds it)",
+          0, G_MAXUINT, 0,
+          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
+              | G_PARAM_STATIC_STRINGS)));
+  /**
+   * GstGpuFanOutSinkPad:leaky:
+   *
+   * For live sources: a frame that cannot be given to a lane within its
+   * duration (40 ms when it has none) is dropped instead of holding the
+   * source back, so that the stream keeps up with its clock when the lanes
+   * are saturated. Counted in the statistics (`leaky-dropped`).
+   */
+  g_object_class_install_property (gobject_class, PROP_SINK_PAD_LEAKY,
+      g_param_spec_boolean ("leaky", "Leaky",
+          "Drop a frame that cannot be given to a lane within its duration "
+          "(40 ms without one) instead of holding the source back",
+          FALSE,
+          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
+              | G_PARAM_STATIC_STRINGS)));
+}
+
+static void
+gst_gpufan_out_sink_pad_init (GstGpuFanOutSinkPad * pad)
+{
+  pad->weight = 1.0;
+  pad->max_in_flight = 0;
+  pad->leaky = FALSE;
+}
+
+static StreamInput *
+find_input_unlocked (GstGpuFanOutPrivate * priv, GstGpuFanOutSinkPad * pad)
+{
+  auto it = priv->inputs.find (pad->index);
+  return it == priv->inputs.end () ? nullptr : it->second.get ();
+}
+
+gboolean
+fanout::main_input_allowed (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (priv->stream_inputs_used.load ()) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Data on the sink pad while sink_%%u pads carry streams"),
+        ("use either the sink pad (one stream) or sink_%%u pads (several "
+         "streams), not both"));
+    return FALSE;
+  }
+  priv->main_input_used = true;
+  return TRUE;
+}
+
+static gboolean
+stream_input_allowed (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (G_LIKELY (priv->stream_inputs_used.load (std::memory_order_relaxed)))
+    return TRUE;
+  if (priv->main_input_used.load ()) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Data on a sink_%%u pad while the sink pad carries a stream"),
+        ("use either the sink pad (one stream) or sink_%%u pads (several "
+         "streams), not both"));
+    return FALSE;
+  }
+  if (chunk_mode_on (self)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("chunk mode takes one stream: its sink_%%u pads cannot be used "
+         "with chunk=%s",
+            self->priv->chunk_mode.load () == GST_GPUFAN_CHUNK_KEYFRAMES
+                ? "keyframes"
+                : "frames"),
+        ("send each stream through a gpufanout of its own"));
+    return FALSE;
+  }
+  priv->stream_inputs_used = true;
+  return TRUE;
+}
+
+/* Every stream ended (with streams_lock held): the lanes end too, so that
+ * their branches give back what they hold, and gpufanin can finish. */
+static void
+maybe_end_lanes_locked (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (priv->lanes_ended || priv->inputs.empty ())
+    return;
+  for (const auto & kv : priv->inputs)
+    if (!kv.second->ended)
+      return;
+  GST_DEBUG_OBJECT (self, "every stream ended: EOS into the lanes");
+  priv->lanes_ended = true;
+  priv->session->EndInput ();
+  enqueue_event_on_all_lanes_positioned (self, gst_event_new_eos ());
+}
+
+/* @stream's event leaves on gpufanin's src pad of the stream, after the
+ * stream's frames dispatched so far. Takes @event. */
+static void
+attach_to_stream (GstGpuFanOut * self, guint32 stream, GstEvent * event)
+{
+  self->priv->session->AttachStreamEvent (stream,
+      std::make_unique<GstGpuFanStreamEvent> (event));
+}
+
+static std::string
+caps_text (GstCaps * caps)
+{
+  gchar * text = gst_caps_to_string (caps);
+  std::string out = text;
+  g_free (text);
+  return out;
+}
+
+/* @input's new caps (with streams_lock held): the lanes take one caps for
+ * every stream. Either they get the new caps (the first, or every other
+ * stream has these caps too) or it is an error naming the streams. */
+static gboolean
+stream_caps_locked (GstGpuFanOut * self, StreamInput * input, GstCaps * caps)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  gst_caps_replace (&input->caps, caps);
+  if (priv->lanes_caps && gst_caps_is_equal (caps, priv->lanes_caps))
+    return TRUE;
+
+  std::string differing;
+  StreamInput * other_example = nullptr;
+  for (const auto & kv : priv->inputs) {
+    StreamInput * other = kv.second.get ();
+    if (other == input || other->ended || !other->caps
+        || gst_caps_is_equal (other->caps, caps))
+      continue;
+    differing += (differing.empty () ? "" : ", ") + std::string ("sink_")
+        + std::to_string (other->index);
+    other_example = other;
+  }
+  if (other_example) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("The streams' caps differ: sink_%u has other caps than %s; the "
+         "lanes' branches take one caps for all streams",
+            input->index, differing.c_str ()),
+        ("sink_%u: %s; sink_%u: %s. Make the streams' caps equal upstream "
+         "(e.g. videoconvert ! videoscale ! capsfilter on each source)",
+            input->index, caps_text (caps).c_str (), other_example->index,
+            caps_text (other_example->caps).c_str ()));
+    return FALSE;
+  }
+  /* new caps for the lanes: the only stream with caps, or all agree */
+  gst_caps_replace (&priv->lanes_caps, caps);
+  priv->caps_epoch++;
+  priv->host_memory_caps = caps_in_host_memory (caps);
+  enqueue_event_on_all_lanes_positioned (self, gst_event_new_caps (caps));
+  return TRUE;
+}
+
+/* The lanes' own stream-start, once per start (with streams_lock held). */
+static void
+start_lanes_locked (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (priv->lanes_stream_started)
+    return;
+  priv->lanes_stream_started = true;
+  gchar * id = g_strdup_printf ("%s/lanes", GST_OBJECT_NAME (self));
+  GstEvent * start = gst_event_new_stream_start (id);
+  g_free (id);
+  gst_event_set_group_id (start, gst_util_group_id_next ());
+  for (const LanePtr & lane : snapshot_lanes (self))
+    request_probe (self, lane);
+  enqueue_event_on_all_lanes_positioned (self, start);
+}
+
+static gboolean
+stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  GstGpuFanOutPrivate * priv = self->priv;
+  GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
+  const guint32 stream = stream_of (spad);
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START:
+      /* gpufanin's src pad of the stream gets it (the Session's listener) */
+      priv->session->FlushStream (stream, true);
+      gst_event_unref (event);
+      return TRUE;
+    case GST_EVENT_FLUSH_STOP: {
+      {
+        std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+        if (StreamInput * input = find_input_unlocked (priv, spad))
+          input->ended = false;
+      }
+      priv->session->FlushStream (stream, false);
+      gst_event_unref (event);
+      return TRUE;
+    }
+    case GST_EVENT_GAP: {
+      if (!stream_input_allowed (self)) {
+        gst_event_unref (event);
+        return FALSE;
+      }
+      GstClockTime ts;
+      gst_event_parse_gap (event, &ts, nullptr);
+      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
+      return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts,
+                 stream)
+          == GST_FLOW_OK;
+    }
+    case GST_EVENT_CAPS: {
+      GstCaps * caps;
+      gst_event_parse_caps (event, &caps);
+      gboolean res = FALSE;
+      {
+        std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+        if (StreamInput * input = find_input_unlocked (priv, spad))
+          res = stream_caps_locked (self, input, caps);
+      }
+      /* what leaves gpufanin carries the lanes' caps, not this event */
+      gst_event_unref (event);
+      return res;
+    }
+    case GST_EVENT_STREAM_START: {
+      std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+      if (StreamInput * input = find_input_unlocked (priv, spad))
+        input->ended = false;
+      start_lanes_locked (self);
+      attach_to_stream (self, stream, event);
+      return TRUE;
+    }
+    case GST_EVENT_SEGMENT: {
+      std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+      if (!priv->lanes_segment_sent) {
+        /* the lanes' branches get one segment: the first stream's */
+        priv->lanes_segment_sent = true;
+        enqueue_event_on_all_lanes_positioned (self, gst_event_copy (event));
+      }
+      attach_to_stream (self, stream, event);
+      return TRUE;
+    }
+    case GST_EVENT_EOS: {
+      std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+      StreamInput * input = find_input_unlocked (priv, spad);
+      if (input)
+        input->ended = true;
+      attach_to_stream (self, stream, event);
+      maybe_end_lanes_locked (self);
+      return TRUE;
+    }
+    default:
+      break;
+  }
+  if (!GST_EVENT_IS_SERIALIZED (event))
+    return gst_pad_event_default (pad, parent, event);
+  /* tags, custom events: the stream's own */
+  attach_to_stream (self, stream, event);
+  return TRUE;
+}
+
+static GstFlowReturn
+stream_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
+{
+  GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
+  GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
+  if (!stream_input_allowed (self)) {
+    gst_buffer_unref (buffer);
+    return GST_FLOW_ERROR;
+  }
+  GST_OBJECT_LOCK (spad);
+  const bool leaky = spad->leaky;
+  GST_OBJECT_UNLOCK (spad);
+  gint64 max_wait = -1;
+  if (leaky)
+    max_wait = GST_BUFFER_DURATION_IS_VALID (buffer)
+        ? (gint64)GST_BUFFER_DURATION (buffer)
+        : (gint64)LEAKY_DEFAULT_WAIT;
+  const gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
+      ? (gint64)GST_BUFFER_PTS (buffer)
+      : gpufan::kNoTime;
+  const guint32 stream = stream_of (spad);
+  GstFlowReturn ret = dispatch_item (self, GST_MINI_OBJECT_CAST (buffer), true,
+      pts, stream, max_wait);
+  if (ret == GST_FLOW_CUSTOM_SUCCESS) {
+    /* leaky: it waited its duration for a lane */
+    self->priv->session->CountLeakyDrop (stream);
+    GST_LOG_OBJECT (pad, "dropped a frame that waited too long for a lane");
+    return GST_FLOW_OK;
+  }
+  return ret;
+}
+
+static GstFlowReturn
+stream_chain_list (GstPad * pad, GstObject * parent, GstBufferList * list)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint n = gst_buffer_list_length (list);
+  for (guint i = 0; i < n && ret == GST_FLOW_OK; i++)
+    ret = stream_chain (pad, parent,
+        gst_buffer_ref (gst_buffer_list_get (list, i)));
+  gst_buffer_list_unref (list);
+  return ret;
+}
+
+static gboolean
+stream_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
+    gboolean active)
+{
+  /* not its parent: a pad requested while playing is activated before it
+   * is added */
+  GstGpuFanOut * self = GST_GPUFAN_OUT_SINK_PAD (pad)->fanout;
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  /* wakes the stream's chain function blocked in DispatchItem so the pad
+   * can stop; nothing to pass on to gpufanin */
+  self->priv->session->FlushStream (stream_of (GST_GPUFAN_OUT_SINK_PAD (pad)),
+      !active, false);
+  return TRUE;
+}
+
+GstPad *
+fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
+    const gchar * name)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  guint index = 0;
+  GstPad * pad;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+    auto taken = [priv] (guint i) { return priv->inputs.count (i) > 0; };
+    if (!gst_gpufan_request_pad_index (GST_ELEMENT (self), "sink_", name, taken,
+            &index))
+      return nullptr;
+    gchar * pad_name = g_strdup_printf ("sink_%u", index);
+    pad = GST_PAD (g_object_new (GST_TYPE_GPUFAN_OUT_SINK_PAD, "name", pad_name,
+        "direction", GST_PAD_SINK, "template", templ, nullptr));
+    g_free (pad_name);
+    GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
+    spad->fanout = self;
+    spad->index = index;
+    auto input = std::make_unique<StreamInput> ();
+    input->index = index;
+    input->stream = stream_of (spad);
+    priv->inputs[index] = std::move (input);
+    priv->session->AddStream (stream_of (spad), 1.0);
+  }
+
+  /* the single sink pad's queries (allocation, drain, context...) */
+  install_sink_pad_functions (pad);
+  gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (stream_chain));
+  gst_pad_set_chain_list_function (pad, GST_DEBUG_FUNCPTR (stream_chain_list));
+  gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (stream_sink_event));
+  gst_pad_set_activatemode_function (pad,
+      GST_DEBUG_FUNCPTR (stream_activate_mode));
+
+  GST_DEBUG_OBJECT (self, "new stream on sink_%u", index);
+  if (GST_PAD_IS_ACTIVE (self->sinkpad))
+    gst_pad_set_active (pad, TRUE);
+  gst_element_add_pad (GST_ELEMENT (self), pad);
+  return pad;
+}
+
+void
+fanout::stream_release_pad (GstGpuFanOut * self, GstPad * pad)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
+  const guint32 stream = stream_of (spad);
+
+  GST_DEBUG_OBJECT (self, "releasing stream sink_%u", spad->index);
+  /* wakes its chain function, then waits for it to return */
+  gst_pad_set_active (pad, FALSE);
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+    StreamInput * input = find_input_unlocked (priv, spad);
+    /* its frames in flight still leave, then its src pad ends */
+    if (input && !input->ended && priv->stream_inputs_used.load ())
+      attach_to_stream (self, stream, gst_event_new_eos ());
+    priv->inputs.erase (spad->index);
+    maybe_end_lanes_locked (self);
+  }
+  priv->session->RemoveStream (stream);
+  gst_element_remove_pad (GST_ELEMENT (self), pad);
+}
+
+void
+fanout::streams_reset (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+  priv->lanes_stream_started = false;
+  gst_clear_caps (&priv->lanes_caps);
+  priv->lanes_segment_sent = false;
+  priv->lanes_ended = false;
+  for (auto & kv : priv->inputs) {
+    kv.second->ended = false;
+    gst_clear_caps (&kv.second->caps);
+  }
+  priv->main_input_used = false;
+  priv->stream_inputs_used = false;
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Input streams: one fan-out over several inputs (its request sink pads).
+// They share the lanes: admission is fair between the streams that wait
+// (start-time fair queueing over their weights), and each stream's items
+// leave the window in that stream's order (ReorderWindow).
+#include "gpufan/session.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace gpufan {
+
+Session::Stream& Session::StreamUnlocked(uint32_t stream) {
+  auto [it, added] = streams_.try_emplace(stream);
+  if (added) {
+    it->second.vtime = virtual_now_;
+    it->second.counters.stream = stream;
+  }
+  return it->second;
+}
+
+void Session::AddStream(uint32_t stream, double weight) {
+  std::lock_guard<Mutex> lock(mutex_);
+  StreamUnlocked(stream).weight = weight > 0.0 ? weight : 1.0;
+}
+
+void Session::RemoveStream(uint32_t stream) {
+  std::lock_guard<Mutex> lock(mutex_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end())
+    return;
+  // A thread still waiting for it keeps it (it leaves through kFlushing).
+  if (it->second.waiting == 0)
+    streams_.erase(it);
+  NotifyAllUnlocked();
+}
+
+void Session::SetStreamWeight(uint32_t stream, double weight) {
+  std::lock_guard<Mutex> lock(mutex_);
+  StreamUnlocked(stream).weight = weight > 0.0 ? weight : 1.0;
+  NotifyAdmitUnlocked();
+}
+
+void Session::SetStreamMaxInFlight(uint32_t stream, uint32_t limit) {
+  std::lock_guard<Mutex> lock(mutex_);
+  StreamUnlocked(stream).max_in_flight = limit;
+  NotifyAdmitUnlocked();
+}
+
+bool Session::HasStreams() const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return !streams_.empty();
+}
+
+bool Session::StreamMayDispatchUnlocked(uint32_t stream) const {
+  if (stream == kMainStream)
+    return true;
+  auto blocked = [](const Stream& s) {
+    return s.flushing ||
+           (s.max_in_flight > 0 && s.in_flight >= s.max_in_flight);
+  };
+  auto self = streams_.find(stream);
+  if (self == streams_.end() || blocked(self->second))
+    return self == streams_.end();
+  // Its turn: no other waiting stream that could go has a smaller virtual
+  // time (ties go to the lower id).
+  for (const auto& [id, other] : streams_) {
+    if (id == stream || other.waiting == 0 || blocked(other))
+      continue;
+    if (other.vtime < self->second.vtime ||
+        (other.vtime == self->second.vtime && id < stream))
+      return false;
+  }
+  return true;
+}
+
+void Session::CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns) {
+  Stream& s = StreamUnlocked(item.stream);
+  virtual_now_ = std::max(virtual_now_, s.vtime);
+  s.vtime += 1.0 / s.weight;
+  s.in_flight++;
+  s.counters.dispatched++;
+  if (s.first_dispatch_ns == kNoTime)
+    s.first_dispatch_ns = now_ns;
+}
+
+void Session::CountStreamReleasesUnlocked(const std::vector<Released>& items,
+                                          size_t first) {
+  // Several payloads may share one seq: an item counts once.
+  bool counted_any = false;
+  uint64_t last_seq = 0;
+  for (size_t i = first; i < items.size(); i++) {
+    const Released& r = items[i];
+    if (r.stream == kMainStream || r.lane == kNoLane ||
+        (counted_any && r.seq == last_seq))
+      continue;
+    counted_any = true;
+    last_seq = r.seq;
+    auto it = streams_.find(r.stream);
+    if (it == streams_.end())
+      continue;
+    if (r.payload)
+      it->second.counters.delivered++;
+    else
+      it->second.counters.lost++;
+  }
+}
+
+void Session::AttachStreamEvent(uint32_t stream, PayloadPtr payload) {
+  std::lock_guard<Mutex> lock(mutex_);
+  StreamUnlocked(stream);
+  // "After everything dispatched so far" is the next item's place.
+  window_.AttachBefore(next_seq_, std::move(payload), stream);
+  NotifyAllUnlocked();
+}
+
+void Session::FlushStream(uint32_t stream, bool start, bool tell_listener) {
+  {
+    std::lock_guard<Mutex> lock(mutex_);
+    Stream& s = StreamUnlocked(stream);
+    s.flushing = start;
+    if (!start) {
+      // Its items still in the branches come back late and are dropped.
+      const size_t forgotten = window_.DropStream(stream);
+      s.counters.flushed += forgotten;
+      s.vtime = std::max(s.vtime, virtual_now_);
+    }
+    NotifyAllUnlocked();
+  }
+  if (!tell_listener)
+    return;
+  std::lock_guard<Mutex> lock(listener_mutex_);
+  if (stream_flush_listener_)
+    stream_flush_listener_(stream, start);
+}
+
+void Session::SetStreamFlushListener(
+    std::function<void(uint32_t stream, bool start)> listener) {
+  std::lock_guard<Mutex> lock(listener_mutex_);
+  stream_flush_listener_ = std::move(listener);
+}
+
+void Session::CountLeakyDrop(uint32_t stream) {
+  std::lock_guard<Mutex> lock(mutex_);
+  StreamUnlocked(stream).counters.leaky_dropped++;
+}
+
+void Session::StreamStatsUnlocked(SessionStats *stats, int64_t now_ns) const {
+  for (const auto& [id, s] : streams_) {
+    StreamStats out = s.counters;
+    out.stream = id;
+    out.weight = s.weight;
+    out.max_in_flight = s.max_in_flight;
+    out.in_flight = s.in_flight;
+    const int64_t elapsed =
+        s.first_dispatch_ns == kNoTime ? 0 : now_ns - s.first_dispatch_ns;
+    out.fps = elapsed > 0 ? static_cast<double>(out.dispatched) * 1e9 /
+                                static_cast<double>(elapsed)
+                          : 0.0;
+    stats->streams.push_back(out);
+  }
+}
+
+}  // namespace gpufan

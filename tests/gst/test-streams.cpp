@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Several input streams on shared lanes: gpufanout's sink_%u pads and
+// gpufanin's src_%u pads. Each stream leaves in its own order, held back by
+// no other stream; its events and flushes reach its own src pad only; EOS of
+// one stream ends that one only; caps that differ are an error naming the
+// streams. Assertions are on order, counts, events and messages, never on
+// timings.
+#include <string>
+#include <vector>
+
+#include "gpufan-rig.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+// Stream k's buffers carry index k * kStreamStride + i: a frame that leaves
+// on another stream's pad shows.
+constexpr uint64_t kStreamStride = 1000;
+
+//   Source k ─► gpufanout.sink_k ─► (lanes: src_i ─► Branch i ─► sink_i) ─►
+//   gpufanin.src_k ─► PadCollector k
+class StreamsRig : public PipelineRig {
+ public:
+  StreamsRig(guint streams, guint lanes, Branch::Mode mode,
+             const char *policy = "round-robin") {
+    fanout_ = AddElement("gpufanout", "fanout");
+    fanin_ = AddElement("gpufanin", "fanin");
+    if (!fanout_ || !fanin_)
+      return;
+    gst_util_set_object_arg(G_OBJECT(fanout_), "policy", policy);
+    g_object_set(fanout_, "devices", "cpu", nullptr);
+    g_object_set(fanin_, "stall-timeout", static_cast<guint64>(kNoStallTimeout),
+                 nullptr);
+    bool ok = true;
+    for (guint i = 0; i < lanes; i++) {
+      GstPad *out = gst_element_request_pad_simple(fanout_, "src_%u");
+      GstPad *in = gst_element_request_pad_simple(fanin_, "sink_%u");
+      lane_pads_.push_back(out);
+      fanin_pads_.push_back(in);
+      branches_.push_back(std::make_unique<Branch>(
+          ("branch" + std::to_string(i)).c_str(), mode));
+      ok = ok && out && in &&
+           gst_pad_link(out, branches_.back()->sink()) == GST_PAD_LINK_OK &&
+           gst_pad_link(branches_.back()->src(), in) == GST_PAD_LINK_OK;
+    }
+    for (guint k = 0; k < streams; k++)
+      ok = AddStream() && ok;
+    EXPECT_TRUE(ok) << "wiring the streams rig failed";
+    wired_ = ok;
+  }
+
+  ~StreamsRig() override {
+    EXPECT_TRUE(Stop()) << "setting the streams pipeline to NULL failed";
+    sources_.clear();
+    branches_.clear();
+    for (GstPad *pad : sink_pads_)
+      Release(fanout_, pad);
+    for (GstPad *pad : lane_pads_)
+      Release(fanout_, pad);
+    for (GstPad *pad : fanin_pads_)
+      Release(fanin_, pad);
+    for (GstPad *pad : out_pads_)
+      Release(fanin_, pad);
+    outs_.clear();
+  }
+
+  // One more stream: a Source on a new sink_%u, a collector on src_%u of
+  // the same index.
+  bool AddStream() {
+    const guint k = static_cast<guint>(sources_.size());
+    const std::string sink_name = "sink_" + std::to_string(k);
+    const std::string src_name = "src_" + std::to_string(k);
+    GstPad *sink = gst_element_request_pad_simple(fanout_, sink_name.c_str());
+    GstPad *src = gst_element_request_pad_simple(fanin_, src_name.c_str());
+    sink_pads_.push_back(sink);
+    out_pads_.push_back(src);
+    sources_.push_back(std::make_unique<Source>());
+    outs_.push_back(
+        std::make_unique<PadCollector>(("out" + std::to_string(k)).c_str()));
+    return sink && src && sources_.back()->LinkTo(sink) &&
+           gst_pad_link(src, outs_.back()->pad()) == GST_PAD_LINK_OK;
+  }
+
+  bool ok() const { return wired_; }
+  GstElement *fanout() const { return fanout_; }
+  GstElement *fanin() const { return fanin_; }
+  Source& source(guint k) { return *sources_.at(k); }
+  PadCollector& out(guint k) { return *outs_.at(k); }
+  Branch& branch(guint i) { return *branches_.at(i); }
+  GstPad *sink_pad(guint k) const { return sink_pads_.at(k); }
+
+  // Buffer i of stream k.
+  std::optional<GstFlowReturn> Push(guint k, uint64_t i) {
+    GstBuffer *buffer = MakeIndexedBuffer(k * kStreamStride + i);
+    GST_BUFFER_PTS(buffer) = i * kFrame;
+    return source(k).Push(buffer);
+  }
+
+  // Stream k's pad released (the stream removed): null in sink_pads_.
+  void ReleaseSinkPad(guint k) {
+    Release(fanout_, sink_pads_.at(k));
+    sink_pads_[k] = nullptr;
+  }
+
+ private:
+  static void Release(GstElement *element, GstPad *pad) {
+    if (!pad)
+      return;
+    gst_element_release_request_pad(element, pad);
+    gst_object_unref(pad);
+  }
+
+  GstElement *fanout_ = nullptr;
+  GstElement *fanin_ = nullptr;
+  bool wired_ = false;
+  std::vector<GstPad *> lane_pads_, fanin_pads_, sink_pads_, out_pads_;
+  std::vector<std::unique_ptr<Branch>> branches_;
+  std::vector<std::unique_ptr<Source>> sources_;
+  std::vector<std::unique_ptr<PadCollector>> outs_;
+};
+
+std::vector<int64_t> Indices(uint64_t stream, uint64_t first, uint64_t count) {
+  std::vector<int64_t> v;
+  for (uint64_t i = first; i < first + count; i++)
+    v.push_back(static_cast<int64_t>(stream * kStreamStride + i));
+  return v;
+}
+
+TEST(Streams, EachStreamLeavesOnItsOwnPadInItsOwnOrder) {
+  StreamsRig rig(3, 2, Branch::Mode::kPassthrough, "adaptive");
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  for (guint k = 0; k < 3; k++)
+    ASSERT_TRUE(rig.source(k).Start());
+  for (uint64_t i = 0; i < 40; i++)
+    for (guint k = 0; k < 3; k++)
+      ASSERT_EQ(rig.Push(k, i), GST_FLOW_OK);
+  for (guint k = 0; k < 3; k++) {
+    ASSERT_TRUE(rig.out(k).log().WaitBuffers(40)) << rig.out(k).log().Summary();
+    EXPECT_EQ(rig.out(k).log().BufferIndices(), Indices(k, 0, 40));
+    // Its own events, once each, before its frames.
+    EXPECT_EQ(rig.out(k).log().Events(GST_EVENT_STREAM_START), 1u);
+    EXPECT_EQ(rig.out(k).log().Events(GST_EVENT_CAPS), 1u);
+    EXPECT_EQ(rig.out(k).log().Events(GST_EVENT_SEGMENT), 1u);
+  }
+  std::vector<Entry> first = rig.out(0).log().Snapshot();
+  ASSERT_GE(first.size(), 4u);
+  EXPECT_EQ(first[0].type(), GST_EVENT_STREAM_START);
+  EXPECT_EQ(first[1].type(), GST_EVENT_CAPS);
+  EXPECT_EQ(first[2].type(), GST_EVENT_SEGMENT);
+  EXPECT_TRUE(first[3].is_buffer);
+  // One branch instance per lane saw every stream's frames.
+  EXPECT_EQ(rig.branch(0).seen().Buffers() + rig.branch(1).seen().Buffers(),
+            120u);
+}
+
+TEST(Streams, APendingFrameHoldsBackOnlyItsOwnStream) {
+  // round-robin over two lanes: a0 -> lane 0, b0 -> lane 1 (held), a1 ->
+  // lane 0. a1 leaves although b0, dispatched before it, has not come back.
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  rig.branch(1).SetMode(Branch::Mode::kHold);
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(0, 1), GST_FLOW_OK);
+  ASSERT_TRUE(rig.branch(1).WaitHeldBuffers(1));
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(2)) << rig.out(0).log().Summary();
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 2));
+  EXPECT_EQ(rig.out(1).log().Buffers(), 0u);
+  // b1 goes to lane 1 too (round-robin: lane 0 took a1): behind b0.
+  ASSERT_EQ(rig.Push(1, 1), GST_FLOW_OK);
+  ASSERT_TRUE(rig.branch(1).WaitHeldBuffers(2));
+  // what it holds goes first, then anything that comes after
+  rig.branch(1).ReleaseAll();
+  rig.branch(1).SetMode(Branch::Mode::kPassthrough);
+  rig.branch(1).ReleaseAll();
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(2)) << rig.out(1).log().Summary();
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 2));
+}
+
+TEST(Streams, AFrameDroppedInOneStreamHoldsNothingBack) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  // lane 1 drops stream 0's frames
+  rig.branch(1).SetTransform([](GstBuffer *buffer) -> GstBuffer * {
+    if (DataIndex(buffer) < static_cast<int64_t>(kStreamStride)) {
+      gst_buffer_unref(buffer);
+      return nullptr;
+    }
+    return buffer;
+  });
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  for (uint64_t i = 0; i < 20; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(20)) << rig.out(1).log().Summary();
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 20));
+  // stream 0 keeps its surviving frames, in order
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_eos()));
+  ASSERT_TRUE(rig.out(0).log().WaitEvents(GST_EVENT_EOS));
+  EXPECT_TRUE(IsStrictlyIncreasing(rig.out(0).log().BufferIndices()));
+  EXPECT_EQ(rig.out(0).log().Buffers() + rig.branch(1).Dropped(), 20u);
+}
+
+TEST(Streams, EosOfOneStreamEndsThatStreamOnly) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  for (uint64_t i = 0; i < 5; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_eos()));
+  ASSERT_TRUE(rig.out(0).log().WaitEvents(GST_EVENT_EOS));
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 5));
+  // the lanes did not end: stream 1 goes on
+  for (uint64_t i = 5; i < 10; i++)
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(10));
+  EXPECT_EQ(rig.out(1).log().Events(GST_EVENT_EOS), 0u);
+  EXPECT_EQ(rig.branch(0).seen().Events(GST_EVENT_EOS), 0u);
+  ASSERT_TRUE(rig.source(1).PushEvent(gst_event_new_eos()));
+  ASSERT_TRUE(rig.out(1).log().WaitEvents(GST_EVENT_EOS));
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 10));
+  // every stream ended: the lanes end too, once
+  ASSERT_TRUE(rig.branch(0).seen().WaitEvents(GST_EVENT_EOS));
+  ASSERT_TRUE(rig.branch(1).seen().WaitEvents(GST_EVENT_EOS));
+  EXPECT_EQ(rig.out(0).log().Events(GST_EVENT_EOS), 1u);
+  EXPECT_EQ(rig.out(1).log().Events(GST_EVENT_EOS), 1u);
+}
+
+TEST(Streams, AStreamsTagsAndSegmentReachOnlyItsPad) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
+  GstTagList *tags = gst_tag_list_new(GST_TAG_TITLE, "stream one", nullptr);
+  ASSERT_TRUE(rig.source(1).PushEvent(gst_event_new_tag(tags)));
+  ASSERT_EQ(rig.Push(1, 1), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(0, 1), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(2));
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(2));
+  EXPECT_EQ(rig.out(1).log().Events(GST_EVENT_TAG), 1u);
+  EXPECT_EQ(rig.out(0).log().Events(GST_EVENT_TAG), 0u);
+  // the tag sits between frames 0 and 1 of its stream
+  const std::string summary = rig.out(1).log().Summary();
+  EXPECT_NE(summary.find("1000 tag 1001"), std::string::npos) << summary;
+  // the branches saw one segment in all, not one per stream
+  EXPECT_EQ(rig.branch(0).seen().Events(GST_EVENT_SEGMENT), 1u);
+  EXPECT_EQ(rig.branch(0).seen().Events(GST_EVENT_TAG), 0u);
+}
+
+TEST(Streams, AStreamsFlushReachesOnlyItsPad) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  for (uint64_t i = 0; i < 4; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(4));
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_start()));
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_stop(TRUE)));
+  ASSERT_TRUE(rig.source(0).PushSegment());
+  for (uint64_t i = 10; i < 14; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i - 6), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(8)) << rig.out(0).log().Summary();
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(8)) << rig.out(1).log().Summary();
+  EXPECT_EQ(rig.out(0).log().Events(GST_EVENT_FLUSH_START), 1u);
+  EXPECT_EQ(rig.out(0).log().Events(GST_EVENT_FLUSH_STOP), 1u);
+  EXPECT_EQ(rig.out(1).log().Events(GST_EVENT_FLUSH_START), 0u);
+  EXPECT_EQ(rig.out(1).log().Events(GST_EVENT_FLUSH_STOP), 0u);
+  EXPECT_EQ(rig.branch(0).seen().Events(GST_EVENT_FLUSH_START), 0u);
+  std::vector<int64_t> want = Indices(0, 0, 4);
+  for (int64_t i : Indices(0, 10, 4))
+    want.push_back(i);
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), want);
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 8));
+}
+
+TEST(Streams, CapsThatDifferAreAnErrorNamingTheStreams) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  // (a refused sticky event still counts as sent upstream: no return to
+  // check; the error says it)
+  rig.source(1).Start(
+      "video/x-raw,format=GRAY8,width=8,height=8,framerate=1000/1");
+  GstMessage *error = rig.bus().WaitFor(
+      [](GstMessage *m) { return GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR; });
+  ASSERT_NE(error, nullptr);
+  GError *err = nullptr;
+  gst_message_parse_error(error, &err, nullptr);
+  const std::string text = err->message;
+  g_error_free(err);
+  EXPECT_NE(text.find("sink_1"), std::string::npos) << text;
+  EXPECT_NE(text.find("sink_0"), std::string::npos) << text;
+}
+
+TEST(Streams, DataOnBothKindsOfSinkPadIsAnError) {
+  StreamsRig rig(1, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  Source single;
+  GstPad *sink = gst_element_get_static_pad(rig.fanout(), "sink");
+  ASSERT_TRUE(single.LinkTo(sink));
+  gst_object_unref(sink);
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_TRUE(single.Start());
+  EXPECT_EQ(single.PushIndex(0), GST_FLOW_ERROR);
+  GstMessage *error = rig.bus().WaitFor(
+      [](GstMessage *m) { return GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR; });
+  ASSERT_NE(error, nullptr);
+  EXPECT_TRUE(rig.Stop());
+}
+
+TEST(Streams, ALeakyStreamDropsWhatWaitsLongerThanItsDuration) {
+  StreamsRig rig(2, 1, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  g_object_set(rig.fanout(), "max-in-flight", 2u, nullptr);
+  g_object_set(rig.sink_pad(1), "leaky", TRUE, nullptr);
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  // stream 0's downstream blocks: its first frame holds the lane's thread
+  // (which pushes it out), the next two fill the in-flight bound
+  rig.out(0).Block();
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_TRUE(PollUntil([&] { return rig.out(0).BlockedInChain() == 1; }));
+  ASSERT_EQ(rig.Push(0, 1), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(0, 2), GST_FLOW_OK);
+  // the leaky stream's frames (1 ms each) are dropped, not blocking
+  for (uint64_t i = 0; i < 3; i++)
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  GstStructure *stats = nullptr;
+  g_object_get(rig.fanout(), "stats", &stats, nullptr);
+  ASSERT_NE(stats, nullptr);
+  const GValue *streams = gst_structure_get_value(stats, "streams");
+  ASSERT_NE(streams, nullptr) << gst_structure_to_string(stats);
+  ASSERT_EQ(gst_value_array_get_size(streams), 2u);
+  const GstStructure *leaky =
+      gst_value_get_structure(gst_value_array_get_value(streams, 1));
+  guint64 dropped = 0, dispatched = 0;
+  EXPECT_TRUE(gst_structure_get_uint64(leaky, "leaky-dropped", &dropped));
+  EXPECT_TRUE(gst_structure_get_uint64(leaky, "dispatched", &dispatched));
+  EXPECT_STREQ(gst_structure_get_string(leaky, "pad"), "sink_1");
+  EXPECT_EQ(dropped, 3u);
+  EXPECT_EQ(dispatched, 0u);
+  gst_structure_free(stats);
+  rig.out(0).Unblock();
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(3));
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 3));
+}
+
+TEST(Streams, ReleasingAStreamsPadEndsItAfterItsFrames) {
+  StreamsRig rig(2, 2, Branch::Mode::kHold);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  for (uint64_t i = 0; i < 3; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.branch(0).WaitHeldBuffers(3));
+  ASSERT_TRUE(rig.branch(1).WaitHeldBuffers(3));
+  // stream 1 goes while its frames are in the branches
+  rig.ReleaseSinkPad(1);
+  for (guint i = 0; i < 2; i++) {
+    rig.branch(i).ReleaseAll();
+    rig.branch(i).SetMode(Branch::Mode::kPassthrough);
+    rig.branch(i).ReleaseAll();
+  }
+  ASSERT_TRUE(rig.out(1).log().WaitEvents(GST_EVENT_EOS))
+      << rig.out(1).log().Summary();
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 3));
+  // stream 0 goes on; the lanes did not end
+  for (uint64_t i = 3; i < 6; i++)
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(6));
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 6));
+  EXPECT_EQ(rig.out(0).log().Events(GST_EVENT_EOS), 0u);
+}
+
+TEST(Streams, AStreamAddedWhilePlayingFlows) {
+  StreamsRig rig(1, 2, Branch::Mode::kPassthrough, "adaptive");
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  for (uint64_t i = 0; i < 5; i++)
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+  ASSERT_TRUE(rig.AddStream());
+  ASSERT_TRUE(rig.source(1).Start());
+  for (uint64_t i = 5; i < 10; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i - 5), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(10));
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(5));
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 10));
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 5));
+}
+
+}  // namespace
