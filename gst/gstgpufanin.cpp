@@ -6,7 +6,8 @@
  *
  * The other end of gpufanout: takes the branches' outputs on request pads
  * `sink_%u` and pushes them out of its single src pad in the order the
- * buffers entered the fan-out. It pairs with its fan-out through the
+ * buffers entered the fan-out. With several streams (gpufanout's `sink_%u`
+ * pads), stream k leaves on the request pad `src_k`, in its own order. It pairs with its fan-out through the
  * branches by itself (no name to set).
  *
  * A frame a branch drops does not stall the output: each lane is FIFO, so a
@@ -399,7 +400,8 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
       &stream_src_template);
 
   gst_element_class_set_static_metadata (element_class, "GPU fan-in", "Generic",
-      "Merges the lanes of a gpufanout back into one stream, in input order",
+      "Merges the lanes of a gpufanout back into one stream, in input order "
+      "(src), or into each of its streams (src_%u)",
       "gst-gpufan developers");
 }
 

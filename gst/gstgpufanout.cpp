@@ -23,6 +23,20 @@
  *     f.src_1 ! identity sleep-time=4000 ! m.sink_1
  * ]| Two lanes of different speed; output in input order, statistics on the
  * bus as the `gpufan-stats` element message.
+ *
+ * Several streams share the lanes through request sink pads `sink_%u`
+ * (one branch instance per lane, whatever the number of streams): stream k
+ * leaves gpufanin's `src_k` in its own order, with its own events; see
+ * #GstGpuFanOutSinkPad for its fair share (`weight`), bound and `leaky`.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 gpufanout name=f devices=cpu:2 gpufanin name=m \
+ *     f.src_0 ! videoflip method=horizontal-flip ! m.sink_0 \
+ *     f.src_1 ! videoflip method=horizontal-flip ! m.sink_1 \
+ *     videotestsrc is-live=true pattern=0 ! f.sink_0  m.src_0 ! queue ! fakesink \
+ *     videotestsrc is-live=true pattern=1 ! f.sink_1  m.src_1 ! queue ! fakesink
+ * ]| Two live streams over two CPU lanes.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -673,8 +687,9 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
 
   gst_element_class_set_static_metadata (element_class, "GPU fan-out",
       "Generic",
-      "Spreads buffers over parallel lanes (one per GPU, or CPU lanes); "
-      "gpufanin restores their order",
+      "Spreads buffers over parallel lanes (one per GPU, or CPU lanes), from "
+      "one stream (sink) or several sharing the lanes (sink_%u); gpufanin "
+      "restores each stream's order",
       "gst-gpufan developers");
 
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_POLICY, (GstPluginAPIFlags)0);
