@@ -144,7 +144,7 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
     gst_gpufan_in_push_sticky (self, &sticky);
   }
 
-  if (session) {
+  if (session && !priv->streams_stats_posted) {
     gst_element_post_message (GST_ELEMENT (self),
         gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
   }

@@ -507,7 +507,7 @@ output_from_this_thread (GstGpuFanIn * self,
   gpufan::Arrival arrived;
   PendingArrival * pending = arrival;
 
-  if (priv->live.load ()) {
+  if (priv->live.load () || priv->streams_out.load ()) {
     /* The task takes it: the arrival (or WakeOutput) moves WaitOutput's
      * generation. */
     if (arrival)

@@ -300,6 +300,14 @@ struct GstGpuFanInPrivate {
    * items by the latency, which would raise the measured latency, which
    * would hold it longer. */
   std::atomic<bool> live{ false };
+  /* Several streams (src_%u pads requested): as when live, only the src task
+   * pushes. A lane's thread that pushed several streams' output downstream
+   * itself would leave its branch idle meanwhile, and with one branch
+   * instance shared by every stream that idle time is the lanes' loss. */
+  std::atomic<bool> streams_out{ false };
+  /* Several streams: the gpufan-stats message went out before the last
+   * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
+  bool streams_stats_posted = false; /* under output_lock */
   /* A chunk-start came (chunk mode): the output looks for a head chunk whose
    * output it can send before the chunk's drain. */
   std::atomic<bool> chunks_seen{ false };

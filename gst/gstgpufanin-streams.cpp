@@ -45,6 +45,7 @@ gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
     gchar * pad_name = g_strdup_printf ("src_%u", index);
     pad = gst_pad_new_from_template (templ, pad_name);
     g_free (pad_name);
+    priv->streams_out = true;
     auto output = std::make_shared<gpufanin::StreamOutput> ();
     output->pad = GST_PAD (gst_object_ref (pad));
     output->index = index;
@@ -85,6 +86,7 @@ void
 gst_gpufan_in_restart_streams (GstGpuFanIn * self)
 {
   std::lock_guard<gpufan::Mutex> out (self->priv->output_lock);
+  self->priv->streams_stats_posted = false;
   std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
   for (auto & kv : self->priv->stream_outputs) {
     gpufanin::StreamOutput & o = *kv.second;
@@ -168,6 +170,28 @@ push_stream_sticky (GstGpuFanIn * self, gpufanin::StreamOutput & o,
   o.held.clear ();
 }
 
+/* The pipeline's EOS follows the last stream's: the gpufan-stats message
+ * goes before that one (not at the lanes' end, as with one stream). Under
+ * output_lock. */
+static void
+post_stats_before_last_eos (GstGpuFanIn * self)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  std::shared_ptr<gpufan::Session> session;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    for (auto & kv : priv->stream_outputs)
+      if (!kv.second->eos_sent)
+        return;
+    session = priv->session;
+  }
+  if (!session || priv->streams_stats_posted)
+    return;
+  priv->streams_stats_posted = true;
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
+}
+
 /* One of the stream's own events, in its place among its frames. Takes
  * @event. */
 static void
@@ -191,6 +215,7 @@ push_stream_event (GstGpuFanIn * self, gpufanin::StreamOutput & o,
     case GST_EVENT_EOS:
       push_stream_sticky (self, o, nullptr);
       o.eos_sent = true;
+      post_stats_before_last_eos (self);
       gst_pad_push_event (o.pad, event);
       return;
     default:

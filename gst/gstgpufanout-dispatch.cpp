@@ -120,7 +120,10 @@ fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
       replay_keep (self, d.seq, obj, item.kind, item.caps_epoch, pts);
     else if (d.awaited && priv->replay_orphans_possible.load ())
       replay_not_kept (self, d.seq);
-    if (!lane_enqueue (lane, std::move (item))) {
+    const gboolean queued = stream == gpufan::kMainStream
+        ? lane_enqueue (lane, std::move (item))
+        : lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
+    if (!queued) {
       /* its lane failed meanwhile and handed it over: it goes again */
       if (d.awaited && replay_on (self)
           && priv->session->IsLaneFailed (d.lane)) {
@@ -322,8 +325,8 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   return TRUE;
 }
 
-static gboolean
-gst_gpufan_out_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+gboolean
+fanout::sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
 
@@ -376,8 +379,7 @@ fanout::install_sink_pad_functions (GstPad * pad)
       GST_DEBUG_FUNCPTR (gst_gpufan_out_chain_list));
   gst_pad_set_event_function (pad,
       GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_event));
-  gst_pad_set_query_function (pad,
-      GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_query));
+  gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (sink_query));
   gst_pad_set_activatemode_function (pad,
       GST_DEBUG_FUNCPTR (gst_gpufan_out_sink_activate_mode));
   GST_PAD_SET_PROXY_CAPS (pad);

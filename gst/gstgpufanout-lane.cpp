@@ -95,6 +95,35 @@ fanout::lane_enqueue (const LanePtr & lane, QueuedItem && item)
   return TRUE;
 }
 
+gboolean
+fanout::lane_enqueue_in_turn (const LanePtr & lane, QueuedItem && item,
+    guint64 order)
+{
+  bool wake = false, queued = false, waiters;
+  {
+    std::unique_lock<gpufan::Mutex> lk (lane->lock);
+    /* The thread of the item dispatched to this lane just before is between
+     * its dispatch and this call (it never blocks there): its turn first.
+     * A lane that stops running ends the wait (its items are withdrawn). */
+    while (lane->next_order < order && lane->state == LaneState::kRunning) {
+      lane->order_waiters++;
+      lane->cond.wait (lk);
+      lane->order_waiters--;
+    }
+    lane->next_order = MAX (lane->next_order, order + 1);
+    if (lane->state == LaneState::kRunning) {
+      wake = lane->worker_waiting;
+      item.woke_worker = wake && lane->queue.empty ();
+      lane->queue.push_back (std::move (item));
+      queued = true;
+    }
+    waiters = lane->order_waiters > 0;
+  }
+  if (wake || waiters)
+    lane->cond.notify_all ();
+  return queued;
+}
+
 /* The lane takes items, has not failed, and has not passed an event that
  * came after item @seq. */
 static bool

@@ -242,6 +242,10 @@ struct Lane {
   bool failed = false;
   std::deque<QueuedItem> queue; /* bounded by the Session's lane queue size */
   bool busy = false;            /* the worker is handling an item */
+  /* Several input streams: the lane_order (Session) of the next item to
+   * queue, and how many threads wait for their turn (lane_enqueue_in_turn) */
+  guint64 next_order = 0;
+  guint order_waiters = 0;
   bool eos_pushed = false;
   /* Who waits on `cond`: notify only when someone does (a notify per item
    * costs a futex call). */
@@ -468,7 +472,7 @@ struct GstGpuFanOutPrivate {
   bool lanes_stream_started = false;
   GstCaps * lanes_caps = nullptr;
   bool lanes_segment_sent = false;
-  bool lanes_ended = false;
+  std::atomic<bool> lanes_ended{ false };
   /* data came on the single `sink` pad (then sink_%u pads are refused at
    * their first data, and the other way round) */
   std::atomic<bool> main_input_used{ false };
@@ -550,6 +554,11 @@ std::vector<LanePtr> snapshot_lanes (GstGpuFanOut * self);
 /* The lane's transitions: each under the lane lock, each telling the
  * Session whether the lane takes items. */
 gboolean lane_enqueue (const LanePtr & lane, QueuedItem && item);
+/* lane_enqueue for one of several streams' threads: after every item
+ * dispatched to the lane before it (@order: Dispatch::lane_order), so that
+ * the lane stays FIFO by seq. */
+gboolean lane_enqueue_in_turn (const LanePtr & lane, QueuedItem && item,
+    guint64 order);
 gboolean lane_activate (GstGpuFanOut * self, const LanePtr & lane,
     bool start_task);
 void lane_start_deferred_task (const LanePtr & lane);
@@ -637,6 +646,8 @@ GstFlowReturn dispatch_to_lane (GstGpuFanOut * self, gint64 pts,
     guint32 stream = 0, gint64 max_wait_ns = -1);
 /* Sets the sink pad functions. */
 void install_sink_pad_functions (GstPad * pad);
+/* The sink pad's query function (sink_%u pads use it too). */
+gboolean sink_query (GstPad * pad, GstObject * parent, GstQuery * query);
 
 /* The src pad: one per lane (gstgpufanout-pad.cpp) */
 /* Sets the src pad functions of a new lane pad. */

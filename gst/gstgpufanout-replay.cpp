@@ -19,10 +19,11 @@ bool
 fanout::replay_on (GstGpuFanOut * self)
 {
   /* a chunk whose lane pushed part of its output cannot go again: chunk
-   * mode's lanes leave as with drop-lane */
+   * mode's lanes leave as with drop-lane; so do the lanes of several
+   * streams (the copies kept for replay follow one chain thread's order) */
   return (self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY
              || self->priv->on_stall.load () == GST_GPUFAN_STALL_REPLAY)
-      && !chunk_mode_on (self);
+      && !chunk_mode_on (self) && !self->priv->stream_inputs_used.load ();
 }
 
 /* Sends item @item, held by lane @from (the failed lane), again with the

@@ -175,10 +175,27 @@ fanout::main_input_allowed (GstGpuFanOut * self)
   return TRUE;
 }
 
+/* FALSE (a flow to return in *@ret, an error or warning posted) when data
+ * on a sink_%u pad cannot go into the lanes. */
 static gboolean
-stream_input_allowed (GstGpuFanOut * self)
+stream_input_allowed (GstGpuFanOut * self, GstPad * pad,
+    GstFlowReturn * ret = nullptr)
 {
   GstGpuFanOutPrivate * priv = self->priv;
+  if (ret)
+    *ret = GST_FLOW_ERROR;
+  if (G_UNLIKELY (priv->lanes_ended.load ())) {
+    /* the lanes' branches have had their EOS: they take nothing more */
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("%s: every stream had ended, and the lanes with them: a stream "
+         "cannot start again before the pipeline does (READY, then "
+         "PLAYING)",
+            GST_OBJECT_NAME (pad)),
+        ("keep one stream going while others come and go"));
+    if (ret)
+      *ret = GST_FLOW_EOS;
+    return FALSE;
+  }
   if (G_LIKELY (priv->stream_inputs_used.load (std::memory_order_relaxed)))
     return TRUE;
   if (priv->main_input_used.load ()) {
@@ -219,6 +236,17 @@ maybe_end_lanes_locked (GstGpuFanOut * self)
   enqueue_event_on_all_lanes_positioned (self, gst_event_new_eos ());
 }
 
+/* A sticky event for the lanes (with streams_lock held): into every lane
+ * at its place, and kept on the single sink pad, which no stream uses, so
+ * that a lane added or restarted later gets it first as with one stream
+ * (copy_sticky_events). Takes @event. */
+static void
+send_to_lanes_locked (GstGpuFanOut * self, GstEvent * event)
+{
+  gst_pad_store_sticky_event (self->sinkpad, event);
+  enqueue_event_on_all_lanes_positioned (self, event);
+}
+
 /* @stream's event leaves on gpufanin's src pad of the stream, after the
  * stream's frames dispatched so far. Takes @event. */
 static void
@@ -244,9 +272,10 @@ static gboolean
 stream_caps_locked (GstGpuFanOut * self, StreamInput * input, GstCaps * caps)
 {
   GstGpuFanOutPrivate * priv = self->priv;
-  gst_caps_replace (&input->caps, caps);
-  if (priv->lanes_caps && gst_caps_is_equal (caps, priv->lanes_caps))
+  if (priv->lanes_caps && gst_caps_is_equal (caps, priv->lanes_caps)) {
+    gst_caps_replace (&input->caps, caps);
     return TRUE;
+  }
 
   std::string differing;
   StreamInput * other_example = nullptr;
@@ -271,10 +300,11 @@ stream_caps_locked (GstGpuFanOut * self, StreamInput * input, GstCaps * caps)
     return FALSE;
   }
   /* new caps for the lanes: the only stream with caps, or all agree */
+  gst_caps_replace (&input->caps, caps);
   gst_caps_replace (&priv->lanes_caps, caps);
   priv->caps_epoch++;
   priv->host_memory_caps = caps_in_host_memory (caps);
-  enqueue_event_on_all_lanes_positioned (self, gst_event_new_caps (caps));
+  send_to_lanes_locked (self, gst_event_new_caps (caps));
   return TRUE;
 }
 
@@ -292,7 +322,7 @@ start_lanes_locked (GstGpuFanOut * self)
   gst_event_set_group_id (start, gst_util_group_id_next ());
   for (const LanePtr & lane : snapshot_lanes (self))
     request_probe (self, lane);
-  enqueue_event_on_all_lanes_positioned (self, start);
+  send_to_lanes_locked (self, start);
 }
 
 static gboolean
@@ -320,7 +350,7 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return TRUE;
     }
     case GST_EVENT_GAP: {
-      if (!stream_input_allowed (self)) {
+      if (!stream_input_allowed (self, pad)) {
         gst_event_unref (event);
         return FALSE;
       }
@@ -357,7 +387,7 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       if (!priv->lanes_segment_sent) {
         /* the lanes' branches get one segment: the first stream's */
         priv->lanes_segment_sent = true;
-        enqueue_event_on_all_lanes_positioned (self, gst_event_copy (event));
+        send_to_lanes_locked (self, gst_event_copy (event));
       }
       attach_to_stream (self, stream, event);
       return TRUE;
@@ -386,9 +416,10 @@ stream_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
   GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
-  if (!stream_input_allowed (self)) {
+  GstFlowReturn refused;
+  if (!stream_input_allowed (self, pad, &refused)) {
     gst_buffer_unref (buffer);
-    return GST_FLOW_ERROR;
+    return refused;
   }
   GST_OBJECT_LOCK (spad);
   const bool leaky = spad->leaky;
@@ -423,6 +454,18 @@ stream_chain_list (GstPad * pad, GstObject * parent, GstBufferList * list)
         gst_buffer_ref (gst_buffer_list_get (list, i)));
   gst_buffer_list_unref (list);
   return ret;
+}
+
+static gboolean
+stream_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  /* The single sink pad's serialized queries wait until the lanes have
+   * taken what came before them; with other streams keeping the lanes busy
+   * that may never be. ALLOCATION (sent when a stream starts) is answered
+   * at once: every stream has the lanes' caps. */
+  if (GST_QUERY_TYPE (query) == GST_QUERY_ALLOCATION)
+    return aggregate_allocation (GST_GPUFAN_OUT (parent), query);
+  return sink_query (pad, parent, query);
 }
 
 static gboolean
@@ -473,6 +516,7 @@ fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
   gst_pad_set_chain_function (pad, GST_DEBUG_FUNCPTR (stream_chain));
   gst_pad_set_chain_list_function (pad, GST_DEBUG_FUNCPTR (stream_chain_list));
   gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (stream_sink_event));
+  gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (stream_sink_query));
   gst_pad_set_activatemode_function (pad,
       GST_DEBUG_FUNCPTR (stream_activate_mode));
 

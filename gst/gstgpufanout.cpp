@@ -32,8 +32,8 @@
  * ## Example launch line
  * |[
  * gst-launch-1.0 gpufanout name=f devices=cpu:2 gpufanin name=m \
- *     f.src_0 ! videoflip method=horizontal-flip ! m.sink_0 \
- *     f.src_1 ! videoflip method=horizontal-flip ! m.sink_1 \
+ *     f.src_0 ! videoflip video-direction=horiz ! m.sink_0 \
+ *     f.src_1 ! videoflip video-direction=horiz ! m.sink_1 \
  *     videotestsrc is-live=true pattern=0 ! f.sink_0  m.src_0 ! queue ! fakesink \
  *     videotestsrc is-live=true pattern=1 ! f.sink_1  m.src_1 ! queue ! fakesink
  * ]| Two live streams over two CPU lanes.
@@ -197,6 +197,11 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
     replay_forget (self);
     for (const LanePtr & lane : snapshot_lanes (self)) {
       lane_reset_result (self, lane, true);
+      {
+        /* as the Session's lane orders (Reset) */
+        std::lock_guard<gpufan::Mutex> lk (lane->lock);
+        lane->next_order = 0;
+      }
       /* pairing is found again at the next start: the fan-in may be gone */
       priv->session->UnclaimLane (lane->id);
       request_probe (self, lane);

@@ -41,7 +41,7 @@ void ReorderWindow::Open(uint64_t seq, uint32_t lane, int64_t now_ns,
   slot.before = std::move(trailing_);
   trailing_.clear();
   slots_.push_back(std::move(slot));
-  peak_ = std::max(peak_, slots_.size());
+  peak_ = std::max(peak_, occupancy());
 }
 
 ReorderWindow::ArriveResult ReorderWindow::Arrive(uint64_t seq,
@@ -97,7 +97,7 @@ ReorderWindow::ArriveResult ReorderWindow::InsertArrived(uint64_t seq,
   }
   slots_.insert(it, std::move(slot));
   inserted_++;
-  peak_ = std::max(peak_, slots_.size());
+  peak_ = std::max(peak_, occupancy());
   return ArriveResult::kStored;
 }
 
@@ -173,8 +173,10 @@ void ReorderWindow::ReleaseAttached(std::vector<Attached>& attached,
 
 void ReorderWindow::ReleaseSlot(Slot& slot, std::vector<Released>& out) {
   if (slot.state != SlotState::kArrived) {
-    // Dropped or expired: one empty entry so that the caller can count it.
-    out.push_back(Released{nullptr, slot.seq, slot.lane, slot.stream});
+    // Dropped or expired: one empty entry so that the caller can count it
+    // (as in flight only if it was: DropStream drops InsertArrived's too).
+    out.push_back(Released{nullptr, slot.seq,
+                           slot.awaited ? slot.lane : kNoLane, slot.stream});
   } else {
     const uint32_t lane = slot.awaited ? slot.lane : kNoLane;
     out.push_back(

@@ -339,6 +339,7 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
     first_dispatch_ns_ = now_ns;
   Dispatch d{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
   d.last_resort = lane.stalled;
+  d.lane_order = lane.next_order++;
   return d;
 }
 

@@ -90,7 +90,14 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
       CompleteUnlocked(*l, item, now);
       if (item.awaited) {
         RecordSojournUnlocked(now - item.dispatched_ns);
-        window_.Arrive(item.seq, std::move(payload));
+        if (window_.Arrive(item.seq, std::move(payload)) ==
+            ReorderWindow::ArriveResult::kLate) {
+          // Its slot was forgotten while it was out (FlushStream): the
+          // window dropped it. It still completed.
+          l->counters.late++;
+          NotifyAdmitUnlocked();
+          return Arrival{ArrivalStatus::kLate, item.seq};
+        }
         if (window_.HeadPending() && window_.head_seq() != item.seq)
           l->counters.reorder_waits++;
       } else if (window_.InsertArrived(item.seq, lane, std::move(payload),

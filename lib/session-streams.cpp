@@ -129,15 +129,25 @@ void Session::FlushStream(uint32_t stream, bool start, bool tell_listener) {
   }
   if (!tell_listener)
     return;
+  std::function<void(uint32_t, bool)> listener;
+  {
+    std::lock_guard<Mutex> lock(listener_mutex_);
+    listener = stream_flush_listener_;
+    if (!listener)
+      return;
+    stream_flush_calls_++;
+  }
+  listener(stream, start);
   std::lock_guard<Mutex> lock(listener_mutex_);
-  if (stream_flush_listener_)
-    stream_flush_listener_(stream, start);
+  if (--stream_flush_calls_ == 0)
+    stream_flush_cv_.notify_all();
 }
 
 void Session::SetStreamFlushListener(
     std::function<void(uint32_t stream, bool start)> listener) {
-  std::lock_guard<Mutex> lock(listener_mutex_);
+  std::unique_lock<Mutex> lock(listener_mutex_);
   stream_flush_listener_ = std::move(listener);
+  stream_flush_cv_.wait(lock, [this] { return stream_flush_calls_ == 0; });
 }
 
 void Session::CountLeakyDrop(uint32_t stream) {

@@ -115,6 +115,11 @@ struct Dispatch {
   // The lane was stalled when it was picked: no other lane could take the
   // item (a stalled lane is the policies' last resort).
   bool last_resort = false;
+  // Its place among the items dispatched to `lane` since the lane was added
+  // or the session Reset (0, 1, 2...): several threads that dispatch (one
+  // per input stream) must hand their items to the lane in this order, or
+  // the lane would not be FIFO by seq.
+  uint64_t lane_order = 0;
 };
 
 enum class PushOutcome {
@@ -526,6 +531,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // (pts, seq) of recent stall expiries: recognized without their meta.
     std::deque<std::pair<int64_t, uint64_t>> expired;
     uint32_t queued = 0;
+    uint64_t next_order = 0;  // Dispatch::lane_order of the next item
     int64_t last_completion_ns = kNoTime;
     ServiceTimeEstimator service;
     // Dispatch to start of the items that woke the lane's sleeping worker.
@@ -662,7 +668,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::function<void(uint32_t)> stall_listener_;
   std::function<void()> drain_listener_;
   std::function<void(uint64_t)> release_listener_;
+  // Called without listener_mutex_ (it takes the fan-in's output lock,
+  // which a thread in Announce may hold); calls in progress are counted so
+  // that SetStreamFlushListener can wait for them.
   std::function<void(uint32_t, bool)> stream_flush_listener_;
+  uint32_t stream_flush_calls_ = 0;  // under listener_mutex_
+  CondVar stream_flush_cv_;
   std::atomic<bool> release_listener_set_{false};  // read without the lock
   bool drain_to_announce_ = false;                 // see SetDrainListener
   // After unlocking: the stalled lanes, the drain, and (when items left)
