@@ -6,6 +6,8 @@ Usage: check-bench.py GPUFAN_BENCH OUT.json [extra bench arguments]
 Checks the structure only (every scenario present, every configuration ran,
 the output order check passed), never the timings: timings are not pass/fail.
 Exit status 0 when the output is well-formed.
+
+check-streams.py imports fail, finite and run_smoke from here (setting PROG).
 """
 
 import json
@@ -25,17 +27,23 @@ SCENARIOS = {
 }
 POLICIES = {"round-robin", "least-loaded", "weighted", "adaptive"}
 
+# The name fail() puts before its message.
+PROG = "check-bench"
+
 
 def fail(msg):
-    print(f"check-bench: {msg}", file=sys.stderr)
+    print(f"{PROG}: {msg}", file=sys.stderr)
     sys.exit(1)
 
 
-def number(obj, key, where):
-    v = obj.get(key)
+def finite(v, where, key):
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
         fail(f"{where}: '{key}' is not a finite number: {v!r}")
     return v
+
+
+def number(obj, key, where):
+    return finite(obj.get(key), where, key)
 
 
 def check(doc):
@@ -88,21 +96,29 @@ def check(doc):
                     number(c, "ns_per_buffer", where)
 
 
-def main():
+def run_smoke(usage):
+    """Runs `BENCH --smoke --json OUT [extra arguments]` (the command line's
+    BENCH OUT ...), prints its output; returns the JSON it wrote and OUT.
+    Fails with `usage` when the arguments are missing."""
     if len(sys.argv) < 3:
-        fail(__doc__)
+        fail(usage)
     bench, out = sys.argv[1], sys.argv[2]
     cmd = [bench, "--smoke", "--json", out] + sys.argv[3:]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+                          text=True, check=False)
     print(proc.stdout)
     if proc.returncode != 0:
         fail(f"{' '.join(cmd)} exited with {proc.returncode}")
-    with open(out) as f:
+    with open(out, encoding="utf-8") as f:
         try:
             doc = json.load(f)
         except json.JSONDecodeError as e:
             fail(f"{out} is not well-formed JSON: {e}")
+    return doc, out
+
+
+def main():
+    doc, out = run_smoke(__doc__)
     check(doc)
     print(f"check-bench: {out} is well-formed: {len(doc['scenarios'])} scenarios")
 

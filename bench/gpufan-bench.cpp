@@ -28,12 +28,10 @@
 //      GST_PLUGIN_PATH=build/gst build/bench/gpufan-bench --json out/bench.json
 
 #include <gst/gst.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -46,13 +44,18 @@
 #include <string>
 #include <vector>
 
+#include "gpufan-util.h"
+#include "json-text.h"
+
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using gpufan_json::JoinJson;
+using gpufan_json::JsonArray;
+using gpufan_json::JsonObject;
+using gpufan_util::Fmt;
+using gpufan_util::Median;
+using gpufan_util::NowNs;
+using gpufan_util::Percentile;
 
 // --- what to run ---
 
@@ -323,14 +326,10 @@ RunResult RunOnce(const RunSpec& spec) {
       case GST_MESSAGE_EOS:
         done = true;
         break;
-      case GST_MESSAGE_ERROR: {
-        GError *e = nullptr;
-        gst_message_parse_error(msg, &e, nullptr);
-        res.error = std::string("pipeline error: ") + e->message;
-        g_error_free(e);
+      case GST_MESSAGE_ERROR:
+        res.error = gpufan_util::PipelineError(msg);
         done = true;
         break;
-      }
       default: {
         const GstStructure *s = gst_message_get_structure(msg);
         if (s && gst_structure_has_name(s, "gpufan-stats"))
@@ -368,23 +367,6 @@ RunResult RunOnce(const RunSpec& spec) {
 }
 
 // --- statistics ---
-
-double Median(std::vector<double> v) {
-  if (v.empty())
-    return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Nearest-rank percentile.
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return NAN;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
 
 double IdealFps(const std::vector<double>& lanes_ms) {
   double fps = 0;
@@ -444,70 +426,6 @@ long SettleFrames(const std::vector<int>& lane_of, int lane, guint64 from,
       return static_cast<long>(i - from);
   }
   return -1;
-}
-
-// --- JSON ---
-
-std::string JsonString(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      q += '\\';
-      q += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      q += buf;
-    } else {
-      q += c;
-    }
-  }
-  return q + "\"";
-}
-
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v))
-    return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-std::string JsonArray(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + JsonNumber(v[i]);
-  return s + "]";
-}
-
-// A JSON object written field by field.
-class JsonObject {
- public:
-  JsonObject& Raw(const std::string& key, const std::string& value) {
-    body_ += (body_.empty() ? "" : ", ") + JsonString(key) + ": " + value;
-    return *this;
-  }
-  JsonObject& Str(const std::string& key, const std::string& v) {
-    return Raw(key, JsonString(v));
-  }
-  JsonObject& Num(const std::string& key, double v) {
-    return Raw(key, JsonNumber(v));
-  }
-  JsonObject& Bool(const std::string& key, bool v) {
-    return Raw(key, v ? "true" : "false");
-  }
-  std::string str() const { return "{" + body_ + "}"; }
-
- private:
-  std::string body_;
-};
-
-std::string JoinJson(const std::vector<std::string>& items,
-                     const char *indent) {
-  std::string s = "[";
-  for (size_t i = 0; i < items.size(); ++i)
-    s += std::string(i ? "," : "") + "\n" + indent + items[i];
-  return s + "]";
 }
 
 // --- scenarios ---
@@ -731,32 +649,6 @@ Callgrind RunCallgrind(const Options& opt) {
   return cg;
 }
 
-// --- machine ---
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string GstVersion() {
-  guint major, minor, micro, nano;
-  gst_version(&major, &minor, &micro, &nano);
-  return std::to_string(major) + "." + std::to_string(minor) + "." +
-         std::to_string(micro);
-}
-
-double LoadAverage() {
-  double load[1] = {NAN};
-  return getloadavg(load, 1) == 1 ? load[0] : NAN;
-}
-
 // Mean real duration of g_usleep(us): how exact a simulated lane is.
 // --- report ---
 
@@ -821,14 +713,6 @@ Summary Summarize(const Scenario& sc, const Config& c, double baseline_fps,
   return s;
 }
 
-std::string Fmt(const char *format, double v) {
-  if (!std::isfinite(v))
-    return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 int MedianSettle(const std::vector<double>& v) {
   // The lower median; a run that never settled (-1) counts as the worst.
   std::vector<double> w = v;
@@ -850,15 +734,8 @@ int main(int argc, char **argv) {
   // as it can (the default slack is 50 us, 1 % of a 5 ms lane). Set before
   // anything starts a thread (option parsing initializes GStreamer): every
   // thread of both pipelines inherits it.
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--timer-slack-ns=", 0) == 0)
-      opt.timer_slack_ns = g_ascii_strtoll(arg.c_str() + 17, nullptr, 10);
-    else if (arg == "--timer-slack-ns" && i + 1 < argc)
-      opt.timer_slack_ns = g_ascii_strtoll(argv[i + 1], nullptr, 10);
-  }
-  prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(opt.timer_slack_ns), 0UL,
-        0UL, 0UL);
+  opt.timer_slack_ns =
+      gpufan_util::SetTimerSlack(argc, argv, opt.timer_slack_ns);
   GOptionEntry entries[] = {
       {"quick", 0, 0, G_OPTION_ARG_NONE, &opt.quick,
        "Fewer frames and 2 repetitions (about a minute)", nullptr},
@@ -895,26 +772,11 @@ int main(int argc, char **argv) {
       {"frames", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_INT, &opt.frames,
        "Frames of the --single run", "N"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr}};
-  GOptionContext *ctx = g_option_context_new(
-      "- gpufanout/gpufanin against roundrobin ! queue ! funnel");
-  g_option_context_add_main_entries(ctx, entries, nullptr);
-  g_option_context_add_group(ctx, gst_init_get_option_group());
-  GError *err = nullptr;
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-    g_printerr("%s\n", err->message);
+  if (!gpufan_util::ParseOptions(
+          entries, "- gpufanout/gpufanin against roundrobin ! queue ! funnel",
+          nullptr, &argc, &argv) ||
+      !gpufan_util::GpufanoutFound())
     return 2;
-  }
-  g_option_context_free(ctx);
-  gst_init(&argc, &argv);
-
-  GstElement *probe = gst_element_factory_make("gpufanout", nullptr);
-  if (!probe) {
-    g_printerr(
-        "gpufanout not found: set GST_PLUGIN_PATH to the build's gst/ "
-        "directory\n");
-    return 2;
-  }
-  gst_object_unref(probe);
 
   if (opt.single) {
     RunSpec spec;
@@ -938,7 +800,7 @@ int main(int argc, char **argv) {
 
   const int reps = opt.reps > 0 ? opt.reps : opt.smoke ? 1 : opt.quick ? 2 : 5;
   const char *mode = opt.smoke ? "smoke" : opt.quick ? "quick" : "full";
-  const double load_before = LoadAverage();
+  const double load_before = gpufan_util::LoadAverage();
   std::vector<Scenario> scenarios = MakeScenarios(opt);
   std::vector<double> service_ms;
   for (const Scenario& sc : scenarios) {
@@ -1021,7 +883,7 @@ int main(int argc, char **argv) {
               : !overhead                   ? "skipped: no overhead scenario"
                           : "skipped in --quick mode (--callgrind runs it)";
   }
-  const double load_after = LoadAverage();
+  const double load_after = gpufan_util::LoadAverage();
 
   // Table and JSON.
   g_print("\n%-16s %-13s %9s %8s %8s %7s %7s %8s %8s %6s %s\n", "scenario",
@@ -1145,8 +1007,8 @@ int main(int argc, char **argv) {
   if (opt.json) {
     JsonObject machine;
     machine.Num("nproc", sysconf(_SC_NPROCESSORS_ONLN))
-        .Str("cpu", CpuModel())
-        .Str("gstreamer", GstVersion())
+        .Str("cpu", gpufan_util::CpuModel())
+        .Str("gstreamer", gpufan_util::GstVersion())
         .Num("load_before", load_before)
         .Num("load_after", load_after)
         .Raw("usleep_ms", [&] {

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // JSON text for the small programs that write their results as JSON
-// (gpufan-h2d-bench, examples/gpufan-devices): a string literal, an array of
-// numbers, and the file they go to. Header only; no JSON library is needed
-// for so little.
+// (the benchmarks, examples/gpufan-devices): a string literal, numbers and
+// arrays of them, objects written field by field, and the file they go to.
+// Header only; no JSON library is needed for so little.
 #pragma once
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -42,6 +43,55 @@ inline std::string JsonNumbers(const std::vector<double>& values) {
     out += number;
   }
   return out + "]";
+}
+
+// A number, 6 significant digits; null when it is not finite.
+inline std::string JsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// "[1.5, null, 0.25]": JsonNumber each (JsonNumbers writes no null).
+inline std::string JsonArray(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + JsonNumber(v[i]);
+  return s + "]";
+}
+
+// A JSON object written field by field.
+class JsonObject {
+ public:
+  // `value`: JSON text already.
+  JsonObject& Raw(const std::string& key, const std::string& value) {
+    body_ += (body_.empty() ? "" : ", ") + JsonString(key) + ": " + value;
+    return *this;
+  }
+  JsonObject& Str(const std::string& key, const std::string& v) {
+    return Raw(key, JsonString(v));
+  }
+  JsonObject& Num(const std::string& key, double v) {
+    return Raw(key, JsonNumber(v));
+  }
+  JsonObject& Bool(const std::string& key, bool v) {
+    return Raw(key, v ? "true" : "false");
+  }
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  std::string body_;
+};
+
+// An array of JSON texts, one a line, each after `indent`.
+inline std::string JoinJson(const std::vector<std::string>& items,
+                            const char *indent) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i)
+    s += std::string(i ? "," : "") + "\n" + indent + items[i];
+  return s + "]";
 }
 
 // `path` opened for writing; nullptr, the reason said on stderr, when it

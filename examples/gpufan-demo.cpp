@@ -30,7 +30,15 @@
 #include <string>
 #include <vector>
 
+#include "gpufan-util.h"
+
 namespace {
+
+using gpufan_util::Double;
+using gpufan_util::HaveFactory;
+using gpufan_util::U64;
+
+constexpr char kProg[] = "gpufan-demo";
 
 struct Options {
   gchar *input = nullptr;
@@ -205,23 +213,6 @@ bool AddProbe(GstElement *pipeline, const char *element, const char *pad,
   std::exit(1);
 }
 
-// Prints an error or warning message with its source, text and debug detail.
-void PrintMessage(GstMessage *msg, const char *kind) {
-  GError *err = nullptr;
-  gchar *debug = nullptr;
-  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR)
-    gst_message_parse_error(msg, &err, &debug);
-  else
-    gst_message_parse_warning(msg, &err, &debug);
-  g_printerr("gpufan-demo: %s from %s: %s\n", kind,
-             GST_OBJECT_NAME(GST_MESSAGE_SRC(msg)),
-             err ? err->message : "(no message)");
-  if (debug)
-    g_printerr("  debug: %s\n", debug);
-  g_clear_error(&err);
-  g_free(debug);
-}
-
 // Runs a pipeline to EOS, or fails on error or after timeout_s.
 // Returns the wall-clock seconds from PLAYING to EOS. When `stats` is
 // given, the last `gpufan-stats` element message is stored there.
@@ -230,16 +221,9 @@ double RunToEos(GstElement *pipeline, int timeout_s, const char *label,
   GstBus *bus = gst_element_get_bus(pipeline);
   const gint64 start = g_get_monotonic_time();
   const gint64 deadline = start + gint64{timeout_s} * G_USEC_PER_SEC;
-  if (gst_element_set_state(pipeline, GST_STATE_PLAYING) ==
-      GST_STATE_CHANGE_FAILURE) {
-    // The error message on the bus says why.
-    GstMessage *msg = gst_bus_timed_pop_filtered(bus, 0, GST_MESSAGE_ERROR);
-    if (msg) {
-      PrintMessage(msg, "error");
-      gst_message_unref(msg);
-    }
+  // StartPlaying prints why (the error message on the bus).
+  if (!gpufan_util::StartPlaying(kProg, pipeline, bus))
     Fail(std::string(label) + ": the pipeline refused to start");
-  }
   double seconds = -1;
   while (seconds < 0) {
     const gint64 now = g_get_monotonic_time();
@@ -256,12 +240,12 @@ double RunToEos(GstElement *pipeline, int timeout_s, const char *label,
       continue;
     switch (GST_MESSAGE_TYPE(msg)) {
       case GST_MESSAGE_ERROR:
-        PrintMessage(msg, "error");
+        gpufan_util::PrintMessage(kProg, msg, "error");
         gst_message_unref(msg);
         gst_element_set_state(pipeline, GST_STATE_NULL);
         Fail(std::string(label) + ": the pipeline failed");
       case GST_MESSAGE_WARNING:
-        PrintMessage(msg, "warning");
+        gpufan_util::PrintMessage(kProg, msg, "warning");
         break;
       case GST_MESSAGE_ELEMENT: {
         const GstStructure *s = gst_message_get_structure(msg);
@@ -329,27 +313,6 @@ RunResult RunPipeline(const Options& o, int lanes, const std::string& location,
   r.out_of_order = probes.out_of_order;
   r.frame_hashes = std::move(probes.hashes);
   return r;
-}
-
-// Reads an unsigned field whatever integer type the element used.
-guint64 U64(const GstStructure *s, const char *field) {
-  const GValue *v = gst_structure_get_value(s, field);
-  if (!v)
-    return 0;
-  if (G_VALUE_HOLDS_UINT64(v))
-    return g_value_get_uint64(v);
-  if (G_VALUE_HOLDS_UINT(v))
-    return g_value_get_uint(v);
-  if (G_VALUE_HOLDS_INT64(v))
-    return std::max<gint64>(0, g_value_get_int64(v));
-  if (G_VALUE_HOLDS_INT(v))
-    return std::max(0, g_value_get_int(v));
-  return 0;
-}
-
-double Double(const GstStructure *s, const char *field) {
-  gdouble d = 0;
-  return gst_structure_get_double(s, field, &d) ? d : 0;
 }
 
 void PrintLaneTable(const GstStructure *stats) {
@@ -440,13 +403,6 @@ void PrintRun(const char *label, int lanes, const RunResult& r) {
     PrintLaneTable(r.stats);
 }
 
-bool HaveFactory(const char *name) {
-  GstElementFactory *f = gst_element_factory_find(name);
-  if (f)
-    gst_object_unref(f);
-  return f != nullptr;
-}
-
 bool HaveFactories(std::initializer_list<const char *> names) {
   return std::all_of(names.begin(), names.end(), HaveFactory);
 }
@@ -520,20 +476,11 @@ int main(int argc, char **argv) {
       {"verbose", 'v', 0, G_OPTION_ARG_NONE, &o.verbose,
        "Print the pipelines (as gst-launch-1.0 lines)", nullptr},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr}};
-
-  GOptionContext *ctx = g_option_context_new(
-      "- process a video across parallel lanes with gpufanout/gpufanin");
-  g_option_context_add_main_entries(ctx, entries, nullptr);
-  g_option_context_add_group(ctx, gst_init_get_option_group());
-  GError *err = nullptr;
-  if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-    g_printerr("gpufan-demo: %s\n", err->message);
-    g_clear_error(&err);
-    g_option_context_free(ctx);
+  if (!gpufan_util::ParseOptions(
+          entries,
+          "- process a video across parallel lanes with gpufanout/gpufanin",
+          kProg, &argc, &argv))
     return 1;
-  }
-  g_option_context_free(ctx);
-  gst_init(&argc, &argv);
 
   if (!o.policy)
     o.policy = g_strdup("adaptive");

@@ -120,9 +120,12 @@ fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
       replay_keep (self, d.seq, obj, item.kind, item.caps_epoch, pts);
     else if (d.awaited && priv->replay_orphans_possible.load ())
       replay_not_kept (self, d.seq);
-    const gboolean queued = stream == gpufan::kMainStream
-        ? lane_enqueue (lane, std::move (item))
-        : lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
+    /* (both leave @item as it was when they refuse it) */
+    gboolean queued;
+    if (stream == gpufan::kMainStream)
+      queued = lane_enqueue (lane, std::move (item));
+    else
+      queued = lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
     if (!queued) {
       /* its lane failed meanwhile and handed it over: it goes again */
       if (d.awaited && replay_on (self)
