@@ -334,6 +334,13 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
     window_.Open(item.seq, lane_id, now_ns, stream);
     // Into an empty window, it is the head: nothing else announces it.
     AnnounceHeadUnlocked();
+  } else if (stream != kMainStream) {
+    // If a fan-in gets it after all, it belongs to its stream there, however
+    // it comes back (before or after its push returned, once or as several
+    // buffers).
+    unawaited_streams_.emplace_back(item.seq, stream);
+    while (unawaited_streams_.size() > kUnawaitedStreamsKept)
+      unawaited_streams_.pop_front();
   }
   if (first_dispatch_ns_ == kNoTime)
     first_dispatch_ns_ = now_ns;
@@ -440,13 +447,6 @@ bool Session::OnPushedUnlocked(Lane& l, uint64_t seq, PushOutcome outcome) {
   }
   const Outstanding item = *it;
   l.outstanding.erase(it);
-  if (item.stream != kMainStream && !item.awaited &&
-      outcome == PushOutcome::kDelivered) {
-    // If a fan-in gets it after all, it belongs to its stream there.
-    unawaited_streams_.emplace_back(item.seq, item.stream);
-    while (unawaited_streams_.size() > kUnawaitedStreamsKept)
-      unawaited_streams_.pop_front();
-  }
   if (outcome == PushOutcome::kDelivered)
     CompleteUnlocked(l, item, clock_->NowNs());
   else

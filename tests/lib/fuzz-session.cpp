@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string failure;
   {
     ByteChoices choices(data, size);
-    OpsRun run(choices);
+    // The first byte picks one input or several streams.
+    OpsRun run(choices, choices.Uniform(0, 1) == 1);
     failure = run.Run(100'000);
   }
   if (!failure.empty() || g_live_payloads != 0) {

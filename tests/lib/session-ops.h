@@ -4,9 +4,11 @@
 // flushes, lanes claimed/removed/ended), single-threaded with a ManualClock,
 // checked against the invariants the fan-in relies on: items and events leave
 // in order, nothing leaves twice, every awaited item leaves exactly once,
-// in-flight accounting returns to zero, nothing leaks. Shared by the seeded
-// unit test (test-session-ops.cpp) and the libFuzzer harness
-// (fuzz-session.cpp).
+// in-flight accounting returns to zero, nothing leaks. With `streams`, items
+// and events belong to input streams 1..3 (a stream can also be flushed on
+// its own): order is then checked within each stream, and every item must
+// leave with its stream. Shared by the seeded unit test
+// (test-session-ops.cpp) and the libFuzzer harness (fuzz-session.cpp).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,8 @@ inline int g_live_payloads = 0;
 // operations stop reaching a path.
 struct Coverage {
   uint64_t released = 0, empty = 0, events = 0, late = 0, unawaited_out = 0,
-           flushes = 0, seqless = 0, markers = 0, stalls = 0;
+           flushes = 0, seqless = 0, markers = 0, stalls = 0,
+           stream_flushes = 0, overtakes = 0;
 };
 inline Coverage g_coverage;
 
@@ -44,6 +47,7 @@ struct Item : Payload {
   uint64_t seq;  // the item it was made for (events: unused)
   bool event;    // an event placed at a position
   uint64_t key;  // order key: 2*seq+1 for items, 2*position for events
+  uint32_t stream = kMainStream;  // events: the stream it was attached to
 };
 
 // Where the run's choices come from: a seeded generator for the unit test, the
@@ -85,7 +89,8 @@ class ByteChoices final : public ChoiceSource {
 
 class OpsRun {
  public:
-  explicit OpsRun(ChoiceSource& choices) : choices_(choices) {
+  explicit OpsRun(ChoiceSource& choices, bool streams = false)
+      : choices_(choices), streams_(streams) {
     SessionConfig config;
     config.policy = static_cast<Policy>(Uniform(0, 3));
     config.lane_queue_size = static_cast<uint32_t>(Uniform(1, 4));
@@ -145,10 +150,18 @@ class OpsRun {
     Lane& lane = lanes_[l];
     if (op < 25) {
       const int64_t pts = static_cast<int64_t>(pts_by_seq_.size()) * 40 * kMs;
-      const std::optional<Dispatch> d = session_->TryDispatchItem(pts);
+      std::optional<Dispatch> d;
+      const uint32_t stream =
+          streams_ ? static_cast<uint32_t>(Uniform(1, 3)) : kMainStream;
+      if (streams_)  // never waits: no time to wait for room
+        d = session_->DispatchItem(pts, -1, stream, 0);
+      else
+        d = session_->TryDispatchItem(pts);
       if (!d || d->status != DispatchStatus::kOk)
         return;
       pts_by_seq_[d->seq] = pts;
+      stream_by_seq_[d->seq] = stream;
+      dispatched_++;
       if (!lanes_[d->lane].present)
         return Fail("dispatched to a removed lane");
       if (d->awaited)
@@ -191,6 +204,15 @@ class OpsRun {
     } else if (op < 85) {
       clock_->Advance(Chance(20) ? 60 * kMs : Uniform(0, 5) * kMs);
     } else if (op < 88) {
+      if (streams_) {
+        // After every item of the stream dispatched so far.
+        const uint32_t stream = static_cast<uint32_t>(Uniform(1, 3));
+        const uint64_t pos = session_->NextSeq();
+        auto event = std::make_unique<Item>(0, true, 2 * pos);
+        event->stream = stream;
+        session_->AttachStreamEvent(stream, std::move(event));
+        return;
+      }
       const uint64_t pos =
           session_->MarkEventPosition(static_cast<uint32_t>(op));
       session_->AttachBefore(pos, std::make_unique<Item>(0, true, 2 * pos));
@@ -211,7 +233,10 @@ class OpsRun {
         AddLane(l);
       }
     } else if (op < 97) {
-      Flush();
+      if (streams_ && Chance(60))
+        FlushStream(static_cast<uint32_t>(Uniform(1, 3)));
+      else
+        Flush();
     } else {
       CheckStats();
     }
@@ -267,8 +292,21 @@ class OpsRun {
           return Fail("released an item that was not awaited");
         if (released_.count(r.seq) && r.seq != last_released_)
           return Fail("released twice: " + std::to_string(r.seq));
-        if (any_released_ && r.seq < last_released_)
-          return Fail("items out of order");
+        if (r.stream != stream_by_seq_.at(r.seq))
+          return Fail("released with the wrong stream: " +
+                      std::to_string(r.seq));
+        // In order within the stream (the only order there is with
+        // several).
+        auto [last, first] = last_released_by_stream_.try_emplace(r.stream, 0);
+        if (!first && r.seq < last->second)
+          return Fail("items out of order in stream " +
+                      std::to_string(r.stream));
+        last->second = r.seq;
+        if (any_released_ && r.seq < last_released_) {
+          if (!streams_)
+            return Fail("items out of order");
+          g_coverage.overtakes++;
+        }
         if (item && (item->event || item->seq != r.seq))
           return Fail("wrong payload for seq " + std::to_string(r.seq));
         if (!released_.count(r.seq)) {
@@ -281,7 +319,12 @@ class OpsRun {
         if (item)
           got_payload_.insert(r.seq);
       } else if (!item) {
-        return Fail("empty attachment");
+        // An unawaited item that had come back, forgotten by its stream's
+        // flush, leaves an empty entry (nothing in flight to count out).
+        const auto of = stream_by_seq_.find(r.seq);
+        if (!streams_ || awaited_.count(r.seq) || of == stream_by_seq_.end() ||
+            of->second != r.stream)
+          return Fail("empty attachment");
       } else if (item->event) {
         g_coverage.events++;
       } else {
@@ -291,10 +334,20 @@ class OpsRun {
       // unawaited one that comes too late is dropped, never released ahead
       // of an older one) and events.
       if (item) {
-        if (item->key < last_key_)
+        const uint32_t stream =
+            item->event ? item->stream : stream_by_seq_.at(item->seq);
+        if (r.stream != stream)
+          return Fail(
+              "left with the wrong stream: seq " + std::to_string(r.seq) +
+              (item->event ? " event" : " item") + " got " +
+              std::to_string(r.stream) + " want " + std::to_string(stream) +
+              " lane " + std::to_string(r.lane));
+        uint64_t& last_key = last_key_by_stream_[stream];
+        if (item->key < last_key)
           return Fail("order key went backwards: " + std::to_string(item->key) +
-                      " after " + std::to_string(last_key_));
-        last_key_ = item->key;
+                      " after " + std::to_string(last_key) + " in stream " +
+                      std::to_string(stream));
+        last_key = item->key;
       }
     }
     CheckStats();
@@ -311,6 +364,35 @@ class OpsRun {
       Fail("in flight above the limit: " + std::to_string(s.in_flight) + " > " +
            std::to_string(fixed_limit_) + " window " +
            std::to_string(s.window_occupancy));
+    if (!streams_)
+      return;
+    // Every item is of a stream: the streams' figures add up.
+    uint64_t dispatched = 0;
+    uint32_t in_flight = 0;
+    for (const StreamStats& st : s.streams) {
+      dispatched += st.dispatched;
+      in_flight += st.in_flight;
+    }
+    if (dispatched != dispatched_)
+      Fail("streams dispatched " + std::to_string(dispatched) + " of " +
+           std::to_string(dispatched_));
+    if (in_flight != s.in_flight)
+      Fail("streams in flight " + std::to_string(in_flight) + ", session " +
+           std::to_string(s.in_flight));
+  }
+
+  // One stream's flush: its items in the window leave empty (each still
+  // exactly once), what comes back of them later is late.
+  void FlushStream(uint32_t stream) {
+    g_coverage.stream_flushes++;
+    session_->FlushStream(stream, true);
+    if (session_->DispatchItem(0, -1, stream, 0).status !=
+        DispatchStatus::kFlushing)
+      Fail("dispatch of a flushing stream");
+    session_->FlushStream(stream, false);
+    for (uint64_t s : awaited_)
+      if (stream_by_seq_.at(s) == stream && !released_.count(s))
+        stream_flushed_.insert(s);
   }
 
   void Flush() {
@@ -328,7 +410,8 @@ class OpsRun {
     for (uint64_t s : awaited_)
       if (!released_.count(s))
         forgotten_.insert(s);
-    last_key_ = 0;
+    last_key_by_stream_.clear();
+    last_released_by_stream_.clear();
     const SessionStats st = session_->Stats();
     if (st.in_flight != 0 || st.window_occupancy != 0)
       Fail("reset left items in flight");
@@ -372,7 +455,7 @@ class OpsRun {
     }
     for (uint64_t seq : accepted_) {
       if (awaited_.count(seq) && !forgotten_.count(seq) &&
-          !got_payload_.count(seq))
+          !stream_flushed_.count(seq) && !got_payload_.count(seq))
         return Fail("accepted payload lost: " + std::to_string(seq));
     }
   }
@@ -383,9 +466,16 @@ class OpsRun {
   std::map<uint32_t, Lane> lanes_;
   std::map<uint64_t, int64_t> pts_by_seq_;
   std::set<uint64_t> awaited_, forgotten_, released_, accepted_, got_payload_;
+  std::set<uint64_t> stream_flushed_;  // left empty: their stream was flushed
+  std::map<uint64_t, uint32_t> stream_by_seq_;
+  uint64_t dispatched_ = 0;
   uint64_t last_released_ = 0;
   bool any_released_ = false;
-  uint64_t last_key_ = 0;
+  // Per stream (kMainStream alone without streams): the last item released
+  // and the last order key out.
+  std::map<uint32_t, uint64_t> last_released_by_stream_;
+  std::map<uint32_t, uint64_t> last_key_by_stream_;
+  const bool streams_;
   uint32_t fixed_limit_ = 0;
   std::string failure_;
 };

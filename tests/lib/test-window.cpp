@@ -181,6 +181,234 @@ TEST(ReorderWindow, ClearForgetsAndMakesOldSlotsLate) {
   EXPECT_EQ(Pop(w), (Strings{"c@2/0"}));
 }
 
+// --- input streams ---
+
+// "text@seq/lane#stream" ("-" for empty entries, lane "e" for attachments).
+Strings PopStreams(ReorderWindow& w, int64_t now = 0) {
+  std::vector<Released> out;
+  const size_t n = w.PopSettled(out, now);
+  EXPECT_EQ(n, out.size());
+  Strings d = Describe(out);
+  for (size_t i = 0; i < out.size(); ++i)
+    d[i] += "#" + std::to_string(out[i].stream);
+  return d;
+}
+
+TEST(ReorderWindowStreams, APendingSlotHoldsBackNoOtherStream) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);
+  w.Open(1, 1, 0, 2);
+  w.Open(2, 1, 0, 2);
+  EXPECT_EQ(w.Arrive(2, P("c")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(PopStreams(w), (Strings{"b@1/1#2", "c@2/1#2"}));
+  // Stream 1's head is still pending: it heads the window (stall handling).
+  EXPECT_TRUE(w.HeadPending());
+  EXPECT_EQ(w.head_seq(), 0u);
+  EXPECT_EQ(w.occupancy(), 1u);  // the released markers do not count
+  EXPECT_EQ(w.awaited_occupancy(), 1u);
+  EXPECT_FALSE(w.IsOpen(1));
+  EXPECT_FALSE(w.IsOpen(2));
+  EXPECT_TRUE(w.IsOpen(0));
+  EXPECT_EQ(w.Arrive(0, P("a")), ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1"}));
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.occupancy(), 0u);
+  EXPECT_EQ(w.released_through(), 3u);
+  EXPECT_TRUE(w.IsReleased(2));
+}
+
+TEST(ReorderWindowStreams, EachStreamKeepsItsOwnOrder) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(1, 1, 0, 2);
+  w.Open(2, 1, 0, 1);  // settled, behind stream 1's pending slot 0
+  w.Open(3, 1, 0, 2);
+  w.Arrive(3, P("d"));
+  w.Arrive(2, P("c"));
+  w.Arrive(1, P("b"));
+  EXPECT_EQ(PopStreams(w), (Strings{"b@1/1#2", "d@3/1#2"}));
+  EXPECT_EQ(w.occupancy(), 2u);
+  EXPECT_TRUE(w.IsOpen(2));  // still waits for slot 0
+  EXPECT_TRUE(PopStreams(w).empty());
+  EXPECT_TRUE(w.Drop(0));
+  EXPECT_EQ(PopStreams(w), (Strings{"-@0/0#1", "c@2/1#1"}));
+  EXPECT_TRUE(w.empty());
+}
+
+TEST(ReorderWindowStreams, MarkersLeaveAsTheFrontSettles) {
+  ReorderWindow w;
+  w.Open(0, 0, 100, 1);
+  w.Open(1, 1, 200, 2);
+  w.Open(2, 0, 300, 1);
+  w.Arrive(1, P("b"));
+  EXPECT_EQ(PopStreams(w, 400), (Strings{"b@1/1#2"}));
+  EXPECT_EQ(w.head_seq(), 0u);
+  EXPECT_EQ(w.head_since_ns(), 100);
+  // A released marker is no slot any more: what comes for it is late.
+  EXPECT_EQ(w.Arrive(1, P("again")), ReorderWindow::ArriveResult::kLate);
+  EXPECT_FALSE(w.Drop(1));
+  EXPECT_FALSE(w.Expire(1));
+  EXPECT_FALSE(w.IsPending(1));
+  EXPECT_TRUE(w.ExpireHead());
+  // The head and the marker behind it leave: slot 2 heads the window from
+  // the pop on (it was dispatched at 300).
+  EXPECT_EQ(PopStreams(w, 900), (Strings{"-@0/0#1"}));
+  EXPECT_EQ(w.occupancy(), 1u);
+  EXPECT_TRUE(w.HeadPending());
+  EXPECT_EQ(w.head_seq(), 2u);
+  EXPECT_EQ(w.head_lane(), 0u);
+  EXPECT_EQ(w.head_since_ns(), 900);
+  EXPECT_EQ(w.released_through(), 2u);
+  EXPECT_TRUE(w.IsReleased(1));
+}
+
+TEST(ReorderWindowStreams, AttachmentsAreHeldOnlyByTheirStream) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(1, 1, 0, 2);  // pending
+  w.Open(2, 1, 0, 2);
+  w.AttachBefore(2, P("e2"), 2);  // behind stream 2's pending slot 1
+  w.AttachBefore(2, P("e1"), 1);  // behind stream 1's pending slot 0
+  w.AttachBefore(1, P("f2"), 2);  // before slot 1: nothing of stream 2 before
+  EXPECT_EQ(PopStreams(w), (Strings{"f2@1/e#2"}));
+  w.Arrive(2, P("c"));
+  EXPECT_TRUE(PopStreams(w).empty());
+  w.Arrive(1, P("b"));
+  // Stream 1's slot 0 is still pending: e1 waits, stream 2 goes on.
+  EXPECT_EQ(PopStreams(w), (Strings{"b@1/1#2", "e2@2/e#2", "c@2/1#2"}));
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1", "e1@2/e#1"}));
+  EXPECT_TRUE(w.empty());
+}
+
+TEST(ReorderWindowStreams, TrailingAttachmentsAreHeldOnlyByTheirStream) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(1, 1, 0, 2);
+  w.AttachBefore(5, P("t1"), 1);
+  w.AttachBefore(5, P("t2"), 2);
+  w.AttachBefore(5, P("t3"), 3);  // a stream with nothing in the window
+  EXPECT_EQ(PopStreams(w), (Strings{"t3@2/e#3"}));
+  w.Arrive(1, P("b"));
+  EXPECT_EQ(PopStreams(w), (Strings{"b@1/1#2", "t2@2/e#2"}));
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1", "t1@2/e#1"}));
+  EXPECT_TRUE(w.empty());
+}
+
+TEST(ReorderWindowStreams, HeldTrailingAttachmentsGoBeforeALaterSlot) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.AttachBefore(1, P("t1"), 1);
+  w.Open(1, 0, 0, 1);  // takes t1 along: it must leave before slot 1
+  w.Arrive(1, P("b"));
+  EXPECT_TRUE(PopStreams(w).empty());
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1", "t1@1/e#1", "b@1/0#1"}));
+}
+
+TEST(ReorderWindowStreams, DropStreamForgetsOnlyThatStream) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(1, 1, 0, 2);  // pending
+  w.Open(2, 0, 0, 1);  // arrived
+  w.Open(3, 1, 0, 2);  // arrived
+  w.Open(4, 0, 0, 1);  // dropped already
+  w.Arrive(2, P("c"));
+  w.Arrive(3, P("d"));
+  w.Drop(4);
+  w.AttachBefore(3, P("e1"), 1);
+  w.AttachBefore(3, P("e2"), 2);
+  w.AttachBefore(9, P("t1"), 1);
+  w.AttachBefore(9, P("t2"), 2);
+  EXPECT_TRUE(PopStreams(w).empty());
+  EXPECT_EQ(w.DropStream(1), 2u);  // 0 and 2; 4 was dropped before
+  EXPECT_EQ(PopStreams(w), (Strings{"-@0/0#1", "-@2/0#1", "-@4/0#1"}));
+  EXPECT_EQ(w.occupancy(), 2u);
+  // Stream 2 is untouched.
+  EXPECT_EQ(w.DropStream(1), 0u);
+  w.Arrive(1, P("b"));
+  EXPECT_EQ(PopStreams(w),
+            (Strings{"b@1/1#2", "e2@3/e#2", "d@3/1#2", "t2@5/e#2"}));
+  EXPECT_TRUE(w.empty());
+  // A flushed item that still comes back is late.
+  EXPECT_EQ(w.Arrive(2, P("c2")), ReorderWindow::ArriveResult::kLate);
+}
+
+TEST(ReorderWindowStreams, ArrivalsForADroppedStreamAreLate) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 2);  // pending: keeps the window from moving
+  w.Open(1, 0, 0, 1);
+  EXPECT_EQ(w.DropStream(1), 1u);
+  EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kLate);
+  EXPECT_EQ(PopStreams(w), (Strings{"-@1/0#1"}));
+  EXPECT_EQ(w.Arrive(1, P("b")), ReorderWindow::ArriveResult::kLate);
+}
+
+TEST(ReorderWindowStreams, InsertedItemsLeaveInTheirStreamsOrder) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(3, 1, 0, 2);
+  // Not awaited: placed by seq, held only by its own stream.
+  EXPECT_EQ(w.InsertArrived(2, 3, P("x"), 2),
+            ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(w.InsertArrived(1, 3, P("y"), 1),
+            ReorderWindow::ArriveResult::kStored);
+  EXPECT_EQ(w.occupancy(), 4u);
+  EXPECT_EQ(w.awaited_occupancy(), 2u);
+  EXPECT_EQ(PopStreams(w), (Strings{"x@2/e#2"}));
+  EXPECT_EQ(w.occupancy(), 3u);
+  EXPECT_EQ(w.awaited_occupancy(), 2u);
+  w.Arrive(3, P("d"));
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1", "y@1/e#1", "d@3/1#2"}));
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.awaited_occupancy(), 0u);
+}
+
+TEST(ReorderWindowStreams, AnInsertedItemBehindItsStreamsReleaseIsLate) {
+  // Stream 2's slot 3 left (stream 1's slot 0 is pending, so it stays as a
+  // marker); an unawaited item of stream 2 from before it comes back: it
+  // would leave after a later item of its own stream.
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);
+  w.Open(3, 1, 0, 2);
+  w.Arrive(3, P("d"));
+  EXPECT_EQ(PopStreams(w), (Strings{"d@3/1#2"}));
+  EXPECT_EQ(w.InsertArrived(2, 3, P("x"), 2),
+            ReorderWindow::ArriveResult::kLate);
+  // One of stream 1 may still take its place.
+  EXPECT_EQ(w.InsertArrived(1, 3, P("y"), 1),
+            ReorderWindow::ArriveResult::kStored);
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1", "y@1/e#1"}));
+}
+
+TEST(ReorderWindowStreams, AnInsertedItemBehindItsStreamsEventIsLate) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(3, 1, 0, 2);
+  w.AttachBefore(3, P("e"), 2);  // after stream 2's items up to 2
+  EXPECT_EQ(PopStreams(w), (Strings{"e@3/e#2"}));
+  EXPECT_EQ(w.InsertArrived(2, 3, P("x"), 2),
+            ReorderWindow::ArriveResult::kLate);
+}
+
+TEST(ReorderWindowStreams, TheMainStreamAloneKeepsGlobalOrder) {
+  // kMainStream only: a pending head holds everything (the single-stream
+  // window), attachments included.
+  ReorderWindow w;
+  w.Open(0, 0, 0);
+  w.Open(1, 1, 0);
+  w.AttachBefore(1, P("e"));
+  w.Arrive(1, P("b"));
+  EXPECT_TRUE(PopStreams(w).empty());
+  EXPECT_EQ(w.occupancy(), 2u);
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#0", "e@1/e#0", "b@1/1#0"}));
+}
+
 // --- property test ---
 
 // One expected output entry: an item (or its empty entry) or an attachment.
