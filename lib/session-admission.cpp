@@ -96,6 +96,8 @@ Dispatch Session::DispatchItem(int64_t pts_ns, int origin_gpu, uint32_t stream,
       const int64_t waited = clock_->NowNs() - entered;
       s.counters.wait_ns += waited;
       s.counters.max_wait_ns = std::max(s.counters.max_wait_ns, waited);
+      if (s.waiting == 0 && s.removed)
+        streams_.erase(stream);
       // The turn may have passed to a waiting stream.
       if (admit_waiters_ > 0)
         admit_cv_.notify_all();

@@ -21,7 +21,9 @@ Session::Stream& Session::StreamUnlocked(uint32_t stream) {
 
 void Session::AddStream(uint32_t stream, double weight) {
   std::lock_guard<Mutex> lock(mutex_);
-  StreamUnlocked(stream).weight = weight > 0.0 ? weight : 1.0;
+  Stream& s = StreamUnlocked(stream);
+  s.weight = weight > 0.0 ? weight : 1.0;
+  s.removed = false;
 }
 
 void Session::RemoveStream(uint32_t stream) {
@@ -29,9 +31,12 @@ void Session::RemoveStream(uint32_t stream) {
   auto it = streams_.find(stream);
   if (it == streams_.end())
     return;
-  // A thread still waiting for it keeps it (it leaves through kFlushing).
+  // A thread still waiting for it keeps it until it leaves (see
+  // DispatchItem).
   if (it->second.waiting == 0)
     streams_.erase(it);
+  else
+    it->second.removed = true;
   NotifyAllUnlocked();
 }
 

@@ -505,6 +505,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     uint32_t in_flight = 0;
     uint32_t max_in_flight = 0;
     bool flushing = false;
+    // RemoveStream came while a thread waited for it: the last one to leave
+    // DispatchItem forgets it.
+    bool removed = false;
     int64_t first_dispatch_ns = kNoTime;
     StreamStats counters;  // the counting fields only
   };

@@ -705,5 +705,21 @@ TEST_F(SessionStreamsTest, RemoveStreamForgetsItButNotItsItems) {
   EXPECT_EQ(st.max_in_flight, 0u);
 }
 
+TEST_F(SessionStreamsTest, AStreamRemovedWhileItWaitsGoesWhenItsThreadLeaves) {
+  Make(2, 2);
+  const Dispatch filler = Block();
+  const int w = Start(3);
+  WaitEntered(w, w);
+  // Its thread still waits (a pad is deactivated before it is released):
+  // the stream stays until the thread is out.
+  session_->RemoveStream(3);
+  EXPECT_NE(FindStream(session_->Stats(), 3), nullptr);
+  session_->FlushStream(3, true, false);
+  ASSERT_TRUE(WaitDone(1));
+  EXPECT_EQ(DoneAt(0).second.status, DispatchStatus::kFlushing);
+  EXPECT_EQ(FindStream(session_->Stats(), 3), nullptr);
+  Complete(filler);
+}
+
 }  // namespace
 }  // namespace gpufan
