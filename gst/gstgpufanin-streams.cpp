@@ -27,6 +27,29 @@ find_output (GstGpuFanIn * self, guint32 stream)
   return it == self->priv->stream_outputs.end () ? nullptr : it->second;
 }
 
+/* An upstream event (a seek, QoS) from downstream of src_k concerns stream
+ * k: it goes up the lanes as from the single src pad, marked with the
+ * stream, and gpufanout sends it to sink_k's upstream alone. */
+static gboolean
+stream_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  guint32 stream = 0;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+    for (auto & kv : self->priv->stream_outputs)
+      if (kv.second->pad == pad)
+        stream = kv.first;
+  }
+  if (stream != 0) {
+    event = GST_EVENT_CAST (
+        gst_mini_object_make_writable (GST_MINI_OBJECT_CAST (event)));
+    gst_structure_set (gst_event_writable_structure (event),
+        GST_GPUFAN_EVENT_STREAM_FIELD, G_TYPE_UINT, stream, nullptr);
+  }
+  return gst_gpufan_in_src_event (pad, parent, event);
+}
+
 GstPad *
 gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
     const gchar * name)
@@ -51,7 +74,7 @@ gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
     output->index = index;
     priv->stream_outputs[gst_gpufan_stream_of_index (index)] = output;
   }
-  gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_in_src_event));
+  gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (stream_src_event));
   gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_in_src_query));
   GST_PAD_SET_PROXY_CAPS (pad);
   if (GST_PAD_IS_ACTIVE (self->srcpad))
@@ -101,23 +124,20 @@ gst_gpufan_in_restart_streams (GstGpuFanIn * self)
 
 /* A stream's flush (from gpufanout's sink pad, through the Session): its src
  * pad alone flushes. FLUSH_START goes out at once (it unblocks a push of
- * ours held downstream); FLUSH_STOP once no output batch runs, so that
- * nothing taken from the window before the flush follows it. */
+ * ours held downstream), and from then on the stream's output is dropped.
+ * Its FLUSH_STOP comes through the window behind what the flush forgot
+ * (push_stream_released), so nothing taken before the flush follows it,
+ * and no thread waits here for the output. */
 static void
 stream_flush (GstGpuFanIn * self, guint32 stream, bool start)
 {
+  if (!start)
+    return;
   gpufanin::StreamOutputPtr output = find_output (self, stream);
   if (!output)
     return;
-  if (start) {
-    output->flushing = true;
-    gst_pad_push_event (output->pad, gst_event_new_flush_start ());
-    return;
-  }
-  std::lock_guard<gpufan::Mutex> out (self->priv->output_lock);
-  output->Restart ();
-  gst_pad_push_event (output->pad, gst_event_new_flush_stop (TRUE));
-  output->flushing = false;
+  output->flushing = true;
+  gst_pad_push_event (output->pad, gst_event_new_flush_start ());
 }
 
 void
@@ -141,23 +161,28 @@ static void
 push_stream_sticky (GstGpuFanIn * self, gpufanin::StreamOutput & o,
     GstEvent * caps_event)
 {
+  /* a sticky event refused by a pad that started flushing meanwhile is not
+   * kept there: it counts as not sent */
+  auto sent = [&o] (GstEvent * event) {
+    return gst_pad_push_event (o.pad, event) || !GST_PAD_IS_FLUSHING (o.pad);
+  };
   if (!o.stream_start_sent) {
     /* upstream's own came through the window; none came (the stream began
      * before this pad existed): one of ours */
     gchar * id = g_strdup_printf ("%s/%s", GST_OBJECT_NAME (self),
         GST_OBJECT_NAME (o.pad));
-    gst_pad_push_event (o.pad, gst_event_new_stream_start (id));
+    o.stream_start_sent = sent (gst_event_new_stream_start (id));
     g_free (id);
-    o.stream_start_sent = true;
   }
   if (caps_event && caps_event != o.caps_event) {
     GstCaps * caps;
     gst_event_parse_caps (caps_event, &caps);
-    if (!o.caps || !gst_caps_is_equal (caps, o.caps)) {
+    if (o.caps && gst_caps_is_equal (caps, o.caps)) {
+      gst_event_replace (&o.caps_event, caps_event);
+    } else if (sent (gst_event_ref (caps_event))) {
       gst_caps_replace (&o.caps, caps);
-      gst_pad_push_event (o.pad, gst_event_ref (caps_event));
+      gst_event_replace (&o.caps_event, caps_event);
     }
-    gst_event_replace (&o.caps_event, caps_event);
   }
   if (!o.caps)
     return; /* segment and the rest wait for caps */
@@ -233,14 +258,26 @@ gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
     gpufan::Released & released, guint64 session_id)
 {
   gpufanin::StreamOutputPtr output = find_output (self, released.stream);
+  auto * attached
+      = dynamic_cast<GstGpuFanStreamEvent *> (released.payload.get ());
+  if (output && attached
+      && GST_EVENT_TYPE (attached->event) == GST_EVENT_FLUSH_STOP) {
+    /* the end of the stream's flush: it starts over (its caps and
+     * stream-start stay on the pad) */
+    output->Restart ();
+    GstEvent * stop = attached->event;
+    attached->event = nullptr;
+    gst_pad_push_event (output->pad, stop);
+    output->flushing = false;
+    return GST_FLOW_OK;
+  }
   if (!output || output->flushing.load ()) {
     GST_LOG_OBJECT (self, "no output for %s now: dropped",
         gst_gpufan_stream_pad_name (released.stream).c_str ());
     return GST_FLOW_OK;
   }
   gpufanin::StreamOutput & o = *output;
-  if (auto * attached
-      = dynamic_cast<GstGpuFanStreamEvent *> (released.payload.get ())) {
+  if (attached) {
     GstEvent * event = attached->event;
     attached->event = nullptr;
     if (!o.eos_sent || GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
@@ -292,7 +329,9 @@ gst_gpufan_in_end_streams (GstGpuFanIn * self)
       outputs.push_back (kv.second);
   }
   for (const gpufanin::StreamOutputPtr & o : outputs) {
-    if (o->eos_sent || !o->stream_start_sent)
+    /* one that never carried a stream ends too (with a stream-start of
+     * ours), or its downstream would never end */
+    if (o->eos_sent)
       continue;
     push_stream_sticky (self, *o, nullptr);
     o->eos_sent = true;

@@ -270,8 +270,12 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       priv->session->Reset ();
       replay_forget (self);
       std::vector<LanePtr> lanes = snapshot_lanes (self);
-      for (const LanePtr & lane : lanes)
+      for (const LanePtr & lane : lanes) {
         lane_reset_result (self, lane, false);
+        /* as the Session's lane orders (Reset) */
+        std::lock_guard<gpufan::Mutex> lk (lane->lock);
+        lane->next_order = 0;
+      }
       priv->stats_posted = false;
       gboolean res = forward_flush (self, event);
       priv->session->SetFlushing (false);

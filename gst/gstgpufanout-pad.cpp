@@ -238,14 +238,34 @@ gst_gpufan_out_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
 
+  /* From gpufanin's src_k (several streams): for sink_k's upstream alone.
+   * A pipeline's seek comes from every src_k with one seqnum: once per
+   * stream. */
+  guint stream = 0;
+  const GstStructure * s = gst_event_get_structure (event);
+  if (s)
+    gst_structure_get_uint (s, GST_GPUFAN_EVENT_STREAM_FIELD, &stream);
+
   /* A seek (or any upstream event) that gpufanin sent up every lane goes
    * upstream once. */
-  if (seen_upstream_event (self, gst_event_get_seqnum (event))) {
+  if (seen_upstream_event (self,
+          gst_event_get_seqnum (event) ^ (stream * 0x9E3779B1u))) {
     GST_DEBUG_OBJECT (pad, "dropping duplicate %" GST_PTR_FORMAT, event);
     gst_event_unref (event);
     return TRUE;
   }
-  return gst_pad_event_default (pad, parent, event);
+  if (stream == 0)
+    return gst_pad_event_default (pad, parent, event);
+  gchar * name = g_strdup_printf ("sink_%u", stream - 1);
+  GstPad * sink = gst_element_get_static_pad (GST_ELEMENT (self), name);
+  g_free (name);
+  if (!sink) {
+    gst_event_unref (event);
+    return FALSE; /* the stream's pad went away */
+  }
+  const gboolean res = gst_pad_push_event (sink, event);
+  gst_object_unref (sink);
+  return res;
 }
 
 void

@@ -345,8 +345,12 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         if (StreamInput * input = find_input_unlocked (priv, spad))
           input->ended = false;
       }
+      /* the stream's items in the window are forgotten; the FLUSH_STOP
+       * leaves src_k behind them, before anything that comes now (gpufanin's
+       * output pushes it: a seeking thread must not wait for an output
+       * that another stream's downstream may hold) */
       priv->session->FlushStream (stream, false);
-      gst_event_unref (event);
+      attach_to_stream (self, stream, event);
       return TRUE;
     }
     case GST_EVENT_GAP: {

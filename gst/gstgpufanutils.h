@@ -118,6 +118,9 @@ gst_gpufan_stream_of_index (guint index)
 }
 /* "sink_<index>" for stream id @stream. */
 std::string gst_gpufan_stream_pad_name (guint32 stream);
+/* An upstream event from gpufanin's src_k goes up every lane; this field
+ * (the stream id) tells gpufanout to send it to sink_k's upstream alone. */
+#define GST_GPUFAN_EVENT_STREAM_FIELD "gpufan-stream"
 
 /* An event of one input stream, on its way from gpufanout's sink_%u pad
  * through the Session's window to gpufanin's src_%u pad

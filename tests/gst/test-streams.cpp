@@ -5,6 +5,7 @@
 // one stream ends that one only; caps that differ are an error naming the
 // streams. Assertions are on order, counts, events and messages, never on
 // timings.
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -325,6 +326,74 @@ TEST(Streams, AStreamsFlushReachesOnlyItsPad) {
     want.push_back(i);
   EXPECT_EQ(rig.out(0).log().BufferIndices(), want);
   EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 8));
+}
+
+TEST(Streams, AStreamsFlushDoesNotWaitForAnotherStreamsBlockedOutput) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(1));
+  // stream 1's downstream holds gpufanin's output (a sink prerolling)
+  rig.out(1).Block();
+  ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
+  ASSERT_TRUE(PollUntil([&] { return rig.out(1).BlockedInChain() == 1; }));
+  // a flushing seek on stream 0 returns meanwhile (each push is bounded)
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_start()));
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_stop(TRUE)));
+  ASSERT_TRUE(rig.source(0).PushSegment());
+  ASSERT_EQ(rig.Push(0, 7), GST_FLOW_OK);
+  EXPECT_TRUE(rig.out(0).log().WaitEvents(GST_EVENT_FLUSH_START));
+  rig.out(1).Unblock();
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(2)) << rig.out(0).log().Summary();
+  const std::string summary = rig.out(0).log().Summary();
+  EXPECT_NE(summary.find("0 flush-start flush-stop segment 7"),
+            std::string::npos)
+      << summary;
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(1));
+  EXPECT_EQ(rig.out(1).log().Events(GST_EVENT_FLUSH_START), 0u);
+}
+
+// Counts the custom upstream events named "probe-up" reaching a pad.
+GstPadProbeReturn CountProbeUp(GstPad *, GstPadProbeInfo *info,
+                               gpointer count) {
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_CUSTOM_UPSTREAM &&
+      gst_event_has_name(event, "probe-up"))
+    static_cast<std::atomic<int> *>(count)->fetch_add(1);
+  return GST_PAD_PROBE_OK;
+}
+
+TEST(Streams, AnUpstreamEventFromAStreamsPadReachesOnlyItsSource) {
+  std::atomic<int> up0{0}, up1{0};  // outlive the rig (its probes)
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  gst_pad_add_probe(rig.source(0).pad(), GST_PAD_PROBE_TYPE_EVENT_UPSTREAM,
+                    CountProbeUp, &up0, nullptr);
+  gst_pad_add_probe(rig.source(1).pad(), GST_PAD_PROBE_TYPE_EVENT_UPSTREAM,
+                    CountProbeUp, &up1, nullptr);
+  ASSERT_TRUE(rig.Play());
+  ASSERT_TRUE(rig.source(0).Start());
+  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(1));
+  // up every lane, once to stream 1's source only
+  gst_pad_push_event(rig.out(1).pad(),
+                     gst_event_new_custom(GST_EVENT_CUSTOM_UPSTREAM,
+                                          gst_structure_new_empty("probe-up")));
+  EXPECT_EQ(up1.load(), 1);
+  EXPECT_EQ(up0.load(), 0);
+  // the same event (one seqnum) from both pads, as a pipeline's seek: once
+  // to each source
+  GstEvent *both = gst_event_new_custom(GST_EVENT_CUSTOM_UPSTREAM,
+                                        gst_structure_new_empty("probe-up"));
+  gst_pad_push_event(rig.out(0).pad(), gst_event_copy(both));
+  gst_pad_push_event(rig.out(1).pad(), both);
+  EXPECT_EQ(up0.load(), 1);
+  EXPECT_EQ(up1.load(), 2);
 }
 
 TEST(Streams, CapsThatDifferAreAnErrorNamingTheStreams) {
