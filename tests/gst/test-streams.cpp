@@ -84,6 +84,15 @@ class StreamsRig : public PipelineRig {
   }
 
   bool ok() const { return wired_; }
+  // Plays and starts every stream (stream-start, caps, segment).
+  ::testing::AssertionResult PlayAndStart() {
+    if (!Play())
+      return ::testing::AssertionFailure() << "the pipeline did not play";
+    for (size_t k = 0; k < sources_.size(); k++)
+      if (!sources_[k]->Start())
+        return ::testing::AssertionFailure() << "stream " << k << " refused";
+    return ::testing::AssertionSuccess();
+  }
   GstElement *fanout() const { return fanout_; }
   GstElement *fanin() const { return fanin_; }
   Source& source(guint k) { return *sources_.at(k); }
@@ -195,9 +204,7 @@ TEST(Streams, APendingFrameHoldsBackOnlyItsOwnStream) {
   StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
   rig.branch(1).SetMode(Branch::Mode::kHold);
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
   ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
   ASSERT_EQ(rig.Push(0, 1), GST_FLOW_OK);
@@ -227,9 +234,7 @@ TEST(Streams, AFrameDroppedInOneStreamHoldsNothingBack) {
     }
     return buffer;
   });
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   for (uint64_t i = 0; i < 20; i++) {
     ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
     ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
@@ -246,9 +251,7 @@ TEST(Streams, AFrameDroppedInOneStreamHoldsNothingBack) {
 TEST(Streams, EosOfOneStreamEndsThatStreamOnly) {
   StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   for (uint64_t i = 0; i < 5; i++) {
     ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
     ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
@@ -275,9 +278,7 @@ TEST(Streams, EosOfOneStreamEndsThatStreamOnly) {
 TEST(Streams, AStreamsTagsAndSegmentReachOnlyItsPad) {
   StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
   ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
   GstTagList *tags = gst_tag_list_new(GST_TAG_TITLE, "stream one", nullptr);
@@ -299,9 +300,7 @@ TEST(Streams, AStreamsTagsAndSegmentReachOnlyItsPad) {
 TEST(Streams, AStreamsFlushReachesOnlyItsPad) {
   StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   for (uint64_t i = 0; i < 4; i++) {
     ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
     ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
@@ -331,9 +330,7 @@ TEST(Streams, AStreamsFlushReachesOnlyItsPad) {
 TEST(Streams, AStreamsFlushDoesNotWaitForAnotherStreamsBlockedOutput) {
   StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
   ASSERT_TRUE(rig.out(0).log().WaitBuffers(1));
   // stream 1's downstream holds gpufanin's output (a sink prerolling)
@@ -374,9 +371,7 @@ TEST(Streams, AnUpstreamEventFromAStreamsPadReachesOnlyItsSource) {
                     CountProbeUp, &up0, nullptr);
   gst_pad_add_probe(rig.source(1).pad(), GST_PAD_PROBE_TYPE_EVENT_UPSTREAM,
                     CountProbeUp, &up1, nullptr);
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
   ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
   ASSERT_TRUE(rig.out(1).log().WaitBuffers(1));
@@ -439,9 +434,7 @@ TEST(Streams, ALeakyStreamDropsWhatWaitsLongerThanItsDuration) {
   ASSERT_TRUE(rig.ok());
   g_object_set(rig.fanout(), "max-in-flight", 2u, nullptr);
   g_object_set(rig.sink_pad(1), "leaky", TRUE, nullptr);
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   // stream 0's downstream blocks: its first frame holds the lane's thread
   // (which pushes it out), the next two fill the in-flight bound
   rig.out(0).Block();
@@ -475,9 +468,7 @@ TEST(Streams, ALeakyStreamDropsWhatWaitsLongerThanItsDuration) {
 TEST(Streams, ReleasingAStreamsPadEndsItAfterItsFrames) {
   StreamsRig rig(2, 2, Branch::Mode::kHold);
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.Play());
-  ASSERT_TRUE(rig.source(0).Start());
-  ASSERT_TRUE(rig.source(1).Start());
+  ASSERT_TRUE(rig.PlayAndStart());
   for (uint64_t i = 0; i < 3; i++) {
     ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
     ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
