@@ -34,17 +34,8 @@ class StreamsRig : public PipelineRig {
     g_object_set(fanin_, "stall-timeout", static_cast<guint64>(kNoStallTimeout),
                  nullptr);
     bool ok = true;
-    for (guint i = 0; i < lanes; i++) {
-      GstPad *out = gst_element_request_pad_simple(fanout_, "src_%u");
-      GstPad *in = gst_element_request_pad_simple(fanin_, "sink_%u");
-      lane_pads_.push_back(out);
-      fanin_pads_.push_back(in);
-      branches_.push_back(std::make_unique<Branch>(
-          ("branch" + std::to_string(i)).c_str(), mode));
-      ok = ok && out && in &&
-           gst_pad_link(out, branches_.back()->sink()) == GST_PAD_LINK_OK &&
-           gst_pad_link(branches_.back()->src(), in) == GST_PAD_LINK_OK;
-    }
+    for (guint i = 0; i < lanes; i++)
+      ok = AddLane(mode) && ok;
     for (guint k = 0; k < streams; k++)
       ok = AddStream() && ok;
     EXPECT_TRUE(ok) << "wiring the streams rig failed";
@@ -64,6 +55,23 @@ class StreamsRig : public PipelineRig {
     for (GstPad *pad : out_pads_)
       Release(fanin_, pad);
     outs_.clear();
+  }
+
+  // One more lane: src_%u ─► Branch ─► gpufanin.sink_%u (the branch's end
+  // first, so that a lane requested while playing is whole before its
+  // first item).
+  bool AddLane(Branch::Mode mode = Branch::Mode::kPassthrough) {
+    const guint i = static_cast<guint>(branches_.size());
+    branches_.push_back(
+        std::make_unique<Branch>(("branch" + std::to_string(i)).c_str(), mode));
+    GstPad *in = gst_element_request_pad_simple(fanin_, "sink_%u");
+    fanin_pads_.push_back(in);
+    bool ok =
+        in && gst_pad_link(branches_.back()->src(), in) == GST_PAD_LINK_OK;
+    GstPad *out = gst_element_request_pad_simple(fanout_, "src_%u");
+    lane_pads_.push_back(out);
+    return ok && out &&
+           gst_pad_link(out, branches_.back()->sink()) == GST_PAD_LINK_OK;
   }
 
   // One more stream: a Source on a new sink_%u, a collector on src_%u of
@@ -389,6 +397,80 @@ TEST(Streams, AnUpstreamEventFromAStreamsPadReachesOnlyItsSource) {
   gst_pad_push_event(rig.out(1).pad(), both);
   EXPECT_EQ(up0.load(), 1);
   EXPECT_EQ(up1.load(), 2);
+}
+
+GstPadProbeReturn DropEos(GstPad *, GstPadProbeInfo *info, gpointer) {
+  return GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS
+             ? GST_PAD_PROBE_DROP
+             : GST_PAD_PROBE_OK;
+}
+
+TEST(Streams, ALaneThatSwallowsEosHoldsBackNoStreamsEnd) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  gst_pad_add_probe(rig.branch(1).src(), GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM,
+                    DropEos, nullptr, nullptr);
+  ASSERT_TRUE(rig.PlayAndStart());
+  for (uint64_t i = 0; i < 10; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_eos()));
+  ASSERT_TRUE(rig.source(1).PushEvent(gst_event_new_eos()));
+  for (guint k = 0; k < 2; k++) {
+    ASSERT_TRUE(rig.out(k).log().WaitEvents(GST_EVENT_EOS))
+        << rig.out(k).log().Summary();
+    EXPECT_EQ(rig.out(k).log().BufferIndices(), Indices(k, 0, 10));
+    EXPECT_EQ(rig.out(k).log().Events(GST_EVENT_EOS), 1u);
+  }
+}
+
+TEST(Streams, ALaneAddedWhileStreamsPlayGetsTheirCapsFirst) {
+  StreamsRig rig(2, 1, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.PlayAndStart());
+  for (uint64_t i = 0; i < 4; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.AddLane());
+  for (uint64_t i = 4; i < 20; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  for (guint k = 0; k < 2; k++) {
+    ASSERT_TRUE(rig.out(k).log().WaitBuffers(20)) << rig.out(k).log().Summary();
+    EXPECT_EQ(rig.out(k).log().BufferIndices(), Indices(k, 0, 20));
+  }
+  // the new lane took frames, each after the lanes' stream-start, caps and
+  // segment
+  std::vector<Entry> seen = rig.branch(1).seen().Snapshot();
+  ASSERT_GE(seen.size(), 4u) << rig.branch(1).seen().Summary();
+  EXPECT_EQ(seen[0].type(), GST_EVENT_STREAM_START);
+  EXPECT_EQ(seen[1].type(), GST_EVENT_CAPS);
+  EXPECT_EQ(seen[2].type(), GST_EVENT_SEGMENT);
+  EXPECT_GT(rig.branch(1).seen().Buffers(), 0u);
+}
+
+TEST(Streams, ABranchThatMakesNewBuffersKeepsEachStreamApart) {
+  // lane 1 copies each frame into a new buffer without our meta: its items
+  // are matched by PTS (the streams' PTS are the same) and FIFO order
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  rig.branch(1).SetTransform([](GstBuffer *buffer) {
+    GstBuffer *copy = CopyWithoutMetas(buffer);
+    gst_buffer_unref(buffer);
+    return copy;
+  });
+  ASSERT_TRUE(rig.PlayAndStart());
+  for (uint64_t i = 0; i < 30; i++) {
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  for (guint k = 0; k < 2; k++) {
+    ASSERT_TRUE(rig.out(k).log().WaitBuffers(30)) << rig.out(k).log().Summary();
+    EXPECT_EQ(rig.out(k).log().BufferIndices(), Indices(k, 0, 30));
+  }
 }
 
 TEST(Streams, CapsThatDifferAreAnErrorNamingTheStreams) {
