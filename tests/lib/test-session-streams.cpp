@@ -28,6 +28,7 @@
 
 #include "gpufan/session.h"
 #include "lane-stats.h"
+#include "tag-payload.h"
 
 namespace gpufan {
 namespace {
@@ -36,15 +37,6 @@ constexpr int64_t kMs = 1'000'000;
 constexpr auto kHang = std::chrono::seconds(20);
 constexpr uint32_t kBlocker = 99;  // the stream of Block()'s item
 
-struct Tag : Payload {
-  explicit Tag(std::string t) : text(std::move(t)) {}
-  std::string text;
-};
-
-PayloadPtr P(const std::string& text) {
-  return std::make_unique<Tag>(text);
-}
-
 using Strings = std::vector<std::string>;
 
 // "text@seq#stream" for items ("-" when empty), "text@e#stream" for
@@ -52,7 +44,7 @@ using Strings = std::vector<std::string>;
 Strings Describe(const std::vector<Released>& items) {
   Strings d;
   for (const Released& r : items) {
-    std::string s = r.payload ? static_cast<Tag *>(r.payload.get())->text : "-";
+    std::string s = TagText(r);
     s += "@" + (r.lane == kNoLane ? std::string("e") : std::to_string(r.seq));
     s += "#" + std::to_string(r.stream);
     d.push_back(s);

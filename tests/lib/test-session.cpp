@@ -12,20 +12,12 @@
 
 #include "gpufan/session.h"
 #include "lane-stats.h"
+#include "tag-payload.h"
 
 namespace gpufan {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
-
-struct Tag : Payload {
-  explicit Tag(std::string t) : text(std::move(t)) {}
-  std::string text;
-};
-
-PayloadPtr P(const std::string& text) {
-  return std::make_unique<Tag>(text);
-}
 
 using Strings = std::vector<std::string>;
 
@@ -33,7 +25,7 @@ using Strings = std::vector<std::string>;
 Strings Describe(const std::vector<Released>& items) {
   Strings d;
   for (const Released& r : items) {
-    std::string s = r.payload ? static_cast<Tag *>(r.payload.get())->text : "-";
+    std::string s = TagText(r);
     s += "@" + (r.lane == kNoLane ? std::string("e") : std::to_string(r.seq));
     d.push_back(s);
   }

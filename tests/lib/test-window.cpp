@@ -9,25 +9,17 @@
 #include <vector>
 
 #include "gpufan/reorder-window.h"
+#include "tag-payload.h"
 
 namespace gpufan {
 namespace {
-
-struct Tag : Payload {
-  explicit Tag(std::string t) : text(std::move(t)) {}
-  std::string text;
-};
-
-PayloadPtr P(const std::string& text) {
-  return std::make_unique<Tag>(text);
-}
 
 // "text@seq/lane" for payloads, "-@seq/lane" for empty entries; lane "e" for
 // attachments.
 std::vector<std::string> Describe(const std::vector<Released>& out) {
   std::vector<std::string> d;
   for (const Released& r : out) {
-    std::string s = r.payload ? static_cast<Tag *>(r.payload.get())->text : "-";
+    std::string s = TagText(r);
     s += "@" + std::to_string(r.seq) + "/" +
          (r.lane == kNoLane ? "e" : std::to_string(r.lane));
     d.push_back(s);
@@ -562,7 +554,7 @@ std::string RunScenario(uint32_t seed) {
   uint64_t last_item_seq = 0;
   bool any_item = false;
   for (const Released& r : out) {
-    got.push_back(r.payload ? static_cast<Tag *>(r.payload.get())->text : "-");
+    got.push_back(TagText(r));
     if (r.lane != kNoLane) {
       if (any_item && r.seq < last_item_seq)
         return "item seq went backwards";
