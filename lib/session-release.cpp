@@ -83,12 +83,9 @@ void Session::Announce(std::vector<uint32_t> lanes, bool drained,
 
 void Session::TakeReadyUnlocked(ReadyBatch *batch) {
   const int64_t now = clock_->NowNs();
-  const size_t first = batch->items.size();
   do {
     window_.PopSettled(batch->items, now);
   } while (ExpireStalledHeadUnlocked(now));
-  if (!streams_.empty())
-    CountStreamReleasesUnlocked(batch->items, first);
   if (output_due_ns_ != kNoTime && now >= output_due_ns_)
     output_due_ns_ = kNoTime;
   // Taken by another thread than the waiting output: the new head is news.
@@ -105,6 +102,8 @@ void Session::TakeReadyUnlocked(ReadyBatch *batch) {
     last_seq = r.seq;
     released_++;
     DecrementInFlightUnlocked(r.stream);
+    if (r.stream != kMainStream)
+      CountStreamReleaseUnlocked(r);
   }
   if (counted_any)
     NotifyAdmitUnlocked();

@@ -89,26 +89,14 @@ void Session::CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns) {
     s.first_dispatch_ns = now_ns;
 }
 
-void Session::CountStreamReleasesUnlocked(const std::vector<Released>& items,
-                                          size_t first) {
-  // Several payloads may share one seq: an item counts once.
-  bool counted_any = false;
-  uint64_t last_seq = 0;
-  for (size_t i = first; i < items.size(); i++) {
-    const Released& r = items[i];
-    if (r.stream == kMainStream || r.lane == kNoLane ||
-        (counted_any && r.seq == last_seq))
-      continue;
-    counted_any = true;
-    last_seq = r.seq;
-    auto it = streams_.find(r.stream);
-    if (it == streams_.end())
-      continue;
-    if (r.payload)
-      it->second.counters.delivered++;
-    else
-      it->second.counters.lost++;
-  }
+void Session::CountStreamReleaseUnlocked(const Released& released) {
+  auto it = streams_.find(released.stream);
+  if (it == streams_.end())
+    return;
+  if (released.payload)
+    it->second.counters.delivered++;
+  else
+    it->second.counters.lost++;
 }
 
 void Session::AttachStreamEvent(uint32_t stream, PayloadPtr payload) {

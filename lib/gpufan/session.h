@@ -577,9 +577,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Stream& StreamUnlocked(uint32_t stream);
   // The stream's share of an admission (RecordDispatchUnlocked).
   void CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns);
-  // Per stream: what left the window in `batch` from `first` on.
-  void CountStreamReleasesUnlocked(const std::vector<Released>& items,
-                                   size_t first);
+  // Item `released` of a stream left the window (counted once per item).
+  void CountStreamReleaseUnlocked(const Released& released);
   void StreamStatsUnlocked(SessionStats *stats, int64_t now_ns) const;
   // An item in GPU `origin_gpu`'s memory (-1: host) must be copied to
   // `lane`'s GPU first.
