@@ -346,6 +346,13 @@ void PrintLaneTable(const GstStructure *stats) {
   }
   g_print("  %4s  %-16s %10s %10s %8s %11s %8s", "lane", "device", "dispatched",
           "completed", "dropped", "service ms", "fps");
+  // Where each lane's time went (ms): its worker pushing into the branch,
+  // waiting for input, waiting for a chunk to settle; its branch's thread
+  // blocked in gpufanin on a serialized query, pushing output downstream.
+  static const char *const kTimes[] = {"push", "idle", "settle", "query",
+                                       "output"};
+  for (const char *t : kTimes)
+    g_print(" %7s", (std::string(t) + " ms").c_str());
   if (gpu)
     g_print(" %8s %6s %9s %8s", "in place", "peer", "via host", "copy MB");
   g_print("\n");
@@ -360,6 +367,8 @@ void PrintLaneTable(const GstStructure *stats) {
             U64(l, "lane"), device ? device : "?", U64(l, "dispatched"),
             U64(l, "completed"), U64(l, "dropped"),
             U64(l, "service-time") / 1e6, Double(l, "fps"));
+    for (const char *t : kTimes)
+      g_print(" %7.0f", U64(l, (std::string(t) + "-time").c_str()) / 1e6);
     if (gpu)
       g_print(" %8" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT
               " %9" G_GUINT64_FORMAT " %8.1f",

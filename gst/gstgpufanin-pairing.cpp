@@ -41,6 +41,7 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     priv->fanout_name = fanout;
     it->second.session = session;
     it->second.lane = lane;
+    it->second.timer = session->LaneTimerFor (lane);
     it->second.paired = true;
     session->SetStallTimeout ((gint64)priv->stall_timeout.load ());
     session->ClaimLane (lane);

@@ -144,6 +144,9 @@ struct PadState {
   guint index = 0; /* sink_<index> */
   std::shared_ptr<gpufan::Session> session;
   guint lane = 0;
+  /* the lane's time split: its thread's serialized queries and output
+   * pushes here (set with the pairing) */
+  std::shared_ptr<gpufan::LaneTimer> timer;
   bool paired = false;
   bool eos = false;
   bool flushing = false;

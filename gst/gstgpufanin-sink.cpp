@@ -86,6 +86,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
 
   std::shared_ptr<gpufan::Session> session;
   guint lane = 0;
+  std::shared_ptr<gpufan::LaneTimer> timer;
   FanInItem * item = nullptr;
   std::optional<guint64> chunk_seq;
   for (bool asked = false;; asked = true) {
@@ -104,6 +105,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
       if (it->second.paired) {
         session = it->second.session;
         lane = it->second.lane;
+        timer = it->second.timer;
         item = new_item_unlocked (it->second, obj);
         if (it->second.chunk) {
           /* part of a chunk's output: it leaves with the chunk */
@@ -123,6 +125,17 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
     if (!gst_gpufan_in_ensure_paired (self, pad, &conflict))
       return not_fed_by_fanout (self, pad, obj, conflict);
   }
+  /* this thread's time pushing output downstream (the lane's kOutput) */
+  const gint64 output_start = session->clock ().NowNs ();
+  struct CountOutput {
+    const std::shared_ptr<gpufan::Session> & session;
+    const std::shared_ptr<gpufan::LaneTimer> & timer;
+    gint64 start;
+    ~CountOutput ()
+    {
+      timer->Add (gpufan::LaneTime::kOutput, start, session->clock ().NowNs ());
+    }
+  } count_output{ session, timer, output_start };
   if (chunk_seq) {
     /* counts as progress; the head chunk's output leaves as it comes */
     switch (session->ChunkOutput (lane, *chunk_seq)) {
@@ -535,9 +548,19 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad)
   bool out_of_window = false;
   /* counted before batches_done is read (see mark_batch_done) */
   priv->batch_waiters++;
+  /* and the wait is the lane's kQuery time */
   struct Uncount {
     GstGpuFanInPrivate * priv;
-    ~Uncount () { priv->batch_waiters--; }
+    std::shared_ptr<gpufan::Session> session;
+    std::shared_ptr<gpufan::LaneTimer> timer;
+    gint64 start = 0;
+    ~Uncount ()
+    {
+      priv->batch_waiters--;
+      if (timer)
+        timer->Add (gpufan::LaneTime::kQuery, start,
+            session->clock ().NowNs ());
+    }
   } uncount{ priv };
   for (;;) {
     auto it = priv->pads.find (pad);
@@ -546,6 +569,11 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad)
       return FALSE;
     if (!it->second.paired)
       return TRUE;
+    if (!uncount.timer) {
+      uncount.session = it->second.session;
+      uncount.timer = it->second.timer;
+      uncount.start = uncount.session->clock ().NowNs ();
+    }
     if (!out_of_window
         && !it->second.session->HoldsArrivedFrom (it->second.lane)) {
       out_of_window = true;

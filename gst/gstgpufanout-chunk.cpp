@@ -330,7 +330,10 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
     GstEvent * eos = gst_event_new_eos ();
     gst_gpufan_event_set_item (eos, session.id (), end.seq);
     GST_LOG_OBJECT (lane->pad, "draining chunk %" G_GUINT64_FORMAT, end.seq);
+    const gint64 drain_start = session_now (self);
     gst_pad_push_event (lane->pad, eos);
+    lane->timer->Add (gpufan::LaneTime::kPush, drain_start, session_now (self),
+        end.seq);
   }
   const gpufan::PushOutcome outcome = chunk.failed
       ? gpufan::PushOutcome::kFailed
@@ -338,11 +341,24 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
                         : gpufan::PushOutcome::kDropped;
   /* no marker: the drain's EOS proves what did not come back */
   session.OnPushed (lane->id, end.seq, outcome);
+  struct TraceChunk {
+    GstGpuFanOut * self;
+    const LanePtr & lane;
+    guint64 seq;
+    ~TraceChunk ()
+    {
+      lane->timer->Trace ("chunk", lane->chunk.started_ns, session_now (self),
+          seq);
+    }
+  } trace_chunk{ self, lane, end.seq };
   if (!claimed || chunk.failed)
     return;
   /* A branch with a queue returns from the EOS push at once: its outputs
    * are out only when the fan-in has the EOS. */
+  const gint64 settle_start = session_now (self);
   session.WaitSettled (lane->id, end.seq);
+  lane->timer->Add (gpufan::LaneTime::kSettle, settle_start,
+      session_now (self), end.seq);
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     /* a flush of our own, or the lane's end, resets the branch anyway */
@@ -373,6 +389,7 @@ fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
     chunk.delivered = false;
     chunk.failed = flow_is_fatal_result (result);
     chunk.started = session.MarkStarted (lane->id, item.seq, item.woke_worker);
+    chunk.started_ns = session_now (self);
     if (!chunk.started) {
       GST_LOG_OBJECT (lane->pad,
           "chunk %" G_GUINT64_FORMAT " no longer awaited, not pushed",
@@ -403,7 +420,10 @@ fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
       buffer = gst_buffer_make_writable (buffer);
       GST_BUFFER_FLAG_SET (buffer, GST_BUFFER_FLAG_DISCONT);
     }
+    const gint64 push_start = session_now (self);
     GstFlowReturn ret = gst_pad_push (lane->pad, buffer);
+    lane->timer->Add (gpufan::LaneTime::kPush, push_start, session_now (self),
+        item.seq);
     if (ret == GST_FLOW_OK)
       chunk.delivered = true;
     else {

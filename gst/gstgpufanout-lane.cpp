@@ -601,6 +601,17 @@ static bool
 lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
     std::unique_lock<gpufan::Mutex> & lk)
 {
+  gint64 idle_since = gpufan::kNoTime;
+  struct CountIdle {
+    GstGpuFanOut * self;
+    const LanePtr & lane;
+    const gint64 & since;
+    ~CountIdle ()
+    {
+      if (since != gpufan::kNoTime)
+        lane->timer->Add (gpufan::LaneTime::kIdle, since, session_now (self));
+    }
+  } count_idle{ self, lane, idle_since };
   while ((lane->queue.empty () || eos_held_unlocked (self, lane))
       && lane->state == LaneState::kRunning) {
     if (lane->stalled
@@ -615,6 +626,8 @@ lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
         return true;
     }
     lane->worker_waiting = true;
+    if (idle_since == gpufan::kNoTime)
+      idle_since = session_now (self);
     if (lane->stalled)
       lane->cond.wait_until (lk, lane->next_liveness);
     else
@@ -725,7 +738,10 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
     note_push (lane, item.seq, gpufan::PushOutcome::kFailed);
     return;
   }
+  const gint64 push_start = session_now (self);
   GstFlowReturn ret = gst_pad_push (lane->pad, GST_BUFFER_CAST (item.Steal ()));
+  lane->timer->Add (gpufan::LaneTime::kPush, push_start, session_now (self),
+      item.seq);
   note_push (lane, item.seq, outcome_of (ret));
   if (ret != GST_FLOW_OK)
     lane_set_result (self, lane, ret, link_generation);

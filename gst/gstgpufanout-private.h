@@ -292,6 +292,7 @@ struct Lane {
     bool started = false;
     bool delivered = false; /* some push returned OK */
     bool failed = false;    /* a push returned a fatal error */
+    gint64 started_ns = 0;  /* its first push began (the trace's span) */
   } chunk;
 
   /* Whether the pad is linked. Atomic, not under `lock`: the unlink
@@ -329,6 +330,10 @@ struct Lane {
    * this (move_to_lane_gpu; the lane's thread only). */
   std::unique_ptr<GstGpuFanGpuMove> gpu_move;
   bool gpu_copy_warned = false;
+  /* Where its threads' time goes (the Session's timer of the lane, taken
+   * when the lane is added): the worker adds its pushes, idle waits and
+   * chunk settles. */
+  std::shared_ptr<gpufan::LaneTimer> timer;
 
   ~Lane ()
   {
@@ -392,6 +397,8 @@ struct GstGpuFanOutPrivate {
   guint require_codecs = DEFAULT_REQUIRE_CODECS;
   guint host_pool_mib = DEFAULT_HOST_POOL_SIZE;
   GstGpuFanStaging staging = DEFAULT_STAGING;
+  /* the trace-file property ("": none; GPUFAN_TRACE then) */
+  std::string trace_file;
   /* chunk mode; set in NULL or READY only (GST_PARAM_MUTABLE_READY) */
   std::atomic<gint> chunk_mode{ DEFAULT_CHUNK };
   std::atomic<gint> on_lane_error{ DEFAULT_ON_LANE_ERROR };
@@ -530,6 +537,7 @@ enum {
   PROP_CHUNK_FRAMES,
   PROP_ON_LANE_ERROR,
   PROP_ON_STALL,
+  PROP_TRACE_FILE,
 };
 
 enum {
@@ -547,6 +555,13 @@ enum {
 };
 
 namespace fanout {
+
+/* The Session's clock: what the lanes' times (Lane::timer) are taken on. */
+inline gint64
+session_now (GstGpuFanOut * self)
+{
+  return self->priv->session->clock ().NowNs ();
+}
 
 /* The lane: its queue, worker thread, flush, results and EOS (gstgpufanout-lane.cpp) */
 LanePtr find_lane (GstGpuFanOut * self, guint id);

@@ -100,6 +100,7 @@ gst_gpufan_out_request_new_pad (GstElement * element, GstPadTemplate * templ,
     /* a first guess until the lane is placed (NULL->READY) */
     priv->session->AddLane (index,
         gst_gpufan_device_registry ().DefaultForLane (index), DEFAULT_WEIGHT);
+    lane->timer = priv->session->LaneTimerFor (index);
     /* what its statistics show until it is placed */
     priv->session->SetLaneInfo (index, { DEFAULT_WORKER_THREAD, nullptr });
     /* no items until the pad is active */
@@ -166,6 +167,52 @@ gst_gpufan_out_release_pad (GstElement * element, GstPad * pad)
   gst_element_remove_pad (element, pad);
 }
 
+/* The trace file: the property's, else GPUFAN_TRACE's. Several pairs in one
+ * process with GPUFAN_TRACE: the first to start takes the name, the others
+ * write FILE.<session>.json beside it. */
+static std::string
+trace_path (GstGpuFanOut * self)
+{
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
+    if (!self->priv->trace_file.empty ())
+      return self->priv->trace_file;
+  }
+  const gchar * env = g_getenv ("GPUFAN_TRACE");
+  if (!env || !*env)
+    return "";
+  static std::mutex taken_lock;
+  static guint64 taken_by = 0; /* the session that writes the plain name */
+  const guint64 id = self->priv->session->id ();
+  {
+    std::lock_guard<std::mutex> lk (taken_lock);
+    if (taken_by == 0)
+      taken_by = id;
+    if (taken_by == id)
+      return env;
+  }
+  std::string path = env;
+  const std::string ext = ".json";
+  if (path.size () > ext.size ()
+      && path.compare (path.size () - ext.size (), ext.size (), ext) == 0)
+    path.resize (path.size () - ext.size ());
+  return path + "." + std::to_string (id) + ext;
+}
+
+static void
+start_trace (GstGpuFanOut * self)
+{
+  const std::string path = trace_path (self);
+  if (path.empty ())
+    return;
+  std::string error;
+  if (self->priv->session->StartTrace (path, &error))
+    GST_INFO_OBJECT (self, "tracing to %s", path.c_str ());
+  else
+    GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE,
+        ("No trace: %s", error.c_str ()), (nullptr));
+}
+
 static GstStateChangeReturn
 gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
 {
@@ -179,10 +226,16 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
       && !place_all_lanes (self))
     return GST_STATE_CHANGE_FAILURE;
 
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+    start_trace (self);
+
   GstStateChangeReturn ret
       = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-  if (ret == GST_STATE_CHANGE_FAILURE)
+  if (ret == GST_STATE_CHANGE_FAILURE) {
+    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+      priv->session->StopTrace ();
     return ret;
+  }
 
   if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
     priv->no_gpu_warned = false;
@@ -190,6 +243,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
   }
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    priv->session->StopTrace ();
     /* the pads are inactive: no buffer flows */
     chunk_forget (self);
     priv->segment_epoch = 0;
@@ -313,6 +367,12 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
       priv->session->SetStallFailsLane (
           priv->on_stall.load () == GST_GPUFAN_STALL_REPLAY);
       break;
+    case PROP_TRACE_FILE: {
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
+      const gchar * path = g_value_get_string (value);
+      priv->trace_file = path ? path : "";
+      break;
+    }
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -385,6 +445,12 @@ gst_gpufan_out_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_ON_STALL:
       g_value_set_enum (value, priv->on_stall.load ());
       break;
+    case PROP_TRACE_FILE: {
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
+      g_value_set_string (value,
+          priv->trace_file.empty () ? nullptr : priv->trace_file.c_str ());
+      break;
+    }
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -471,7 +537,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
    * A `gpufan-stats` structure: totals and, in the `lanes` array, one
    * structure per lane (device, dispatched, completed, dropped, failed,
    * timed-out, late, reorder-waits, queued, in-flight, service-time in ns,
-   * fps). See docs/elements.md.
+   * fps, and where the lane's time went: push-time, idle-time, settle-time,
+   * query-time, output-time in ns). See docs/elements.md.
    */
   g_object_class_install_property (gobject_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
@@ -677,6 +744,27 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
           GST_TYPE_GPUFAN_STALL_ACTION, DEFAULT_ON_STALL,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanOut:trace-file:
+   *
+   * Writes a trace of the stream to this file from READY->PAUSED to
+   * PAUSED->READY: trace-event JSON, which chrome://tracing and
+   * https://ui.perfetto.dev open. Two tracks per lane (its worker's pushes,
+   * idle waits and chunk settles, each item's dispatch; and what comes out
+   * of its branch: arrivals, serialized queries, output pushes) and one for
+   * the release in order. Unset, the GPUFAN_TRACE environment variable
+   * names the file (a second pair in the process then writes FILE.N.json,
+   * N its session). `bench/trace-timeline.py` draws it as a PNG.
+   */
+  g_object_class_install_property (gobject_class, PROP_TRACE_FILE,
+      g_param_spec_string ("trace-file", "Trace file",
+          "Write a trace-event JSON trace (chrome://tracing, Perfetto) of "
+          "every lane's work to this file while PAUSED or PLAYING (unset: "
+          "the GPUFAN_TRACE environment variable, if set)",
+          nullptr,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
 
   element_class->request_new_pad
       = GST_DEBUG_FUNCPTR (gst_gpufan_out_request_new_pad);

@@ -412,6 +412,14 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
         why, nullptr);
     g_free (why);
   }
+  /* where the lane's threads' time went (ns): push-time, idle-time,
+   * settle-time, query-time, output-time */
+  for (int i = 0; i < gpufan::kLaneTimeCount; i++) {
+    const std::string field = std::string (gpufan::LaneTimeName (
+            static_cast<gpufan::LaneTime> (i))) + "-time";
+    gst_structure_set (s, field.c_str (), G_TYPE_UINT64,
+        (guint64)MAX (l.time_ns[i], 0), nullptr);
+  }
   gst_gpufan_device_to_structure (l.device, s);
   /* what the fan-out told the Session (LaneInfo, staging counts) */
   if (l.described)

@@ -346,6 +346,9 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
   }
   if (first_dispatch_ns_ == kNoTime)
     first_dispatch_ns_ = now_ns;
+  if (trace_->enabled())
+    trace_->Instant(TraceWriter::LaneTrack(lane_id), "dispatch", now_ns,
+                    item.seq);
   Dispatch d{DispatchStatus::kOk, lane_id, item.seq, item.awaited};
   d.last_resort = lane.stalled;
   d.lane_order = lane.next_order++;

@@ -164,6 +164,9 @@ void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {
 void Session::CompleteUnlocked(Lane& lane, const Outstanding& item,
                                int64_t now_ns) {
   lane.counters.completed++;
+  if (trace_->enabled())
+    trace_->Instant(TraceWriter::LaneOutTrack(lane.counters.lane), "arrive",
+                    now_ns, item.seq);
   // Work on this item began when it started (after its copy to the lane's
   // GPU, made first and counted apart as the transfer) or when the lane
   // finished the one before, whichever is later: queueing inside the branch

@@ -101,6 +101,9 @@ void Session::TakeReadyUnlocked(ReadyBatch *batch) {
     counted_any = true;
     last_seq = r.seq;
     released_++;
+    if (trace_->enabled())
+      trace_->Instant(TraceWriter::OutputTrack(),
+                      r.payload ? "release" : "release (lost)", now, r.seq);
     DecrementInFlightUnlocked(r.stream);
     if (r.stream != kMainStream)
       CountStreamReleaseUnlocked(r);

@@ -54,6 +54,7 @@ SessionStats Session::Stats() const {
     s.in_flight = static_cast<uint32_t>(l.outstanding.size());
     s.service_ns = l.service.EstimateNs();
     s.wake_ns = l.wake.EstimateNs();
+    s.time_ns = l.timer->Totals();
     s.fps = seconds > 0.0 ? static_cast<double>(s.completed) / seconds : 0.0;
     s.described = l.described;
     s.worker_thread = l.info.worker_thread;

@@ -92,6 +92,10 @@ void Session::AddLane(uint32_t lane, const Device& device, double weight) {
   std::lock_guard<Mutex> lock(mutex_);
   // Adding a known lane again only updates its binding: its items stay tracked.
   Lane& l = lanes_[lane];
+  if (!l.timer) {
+    l.timer = std::make_shared<LaneTimer>(lane, trace_);
+    trace_->NameLane(lane);
+  }
   l.device = device;
   l.weight = weight;
   l.counters.lane = lane;
@@ -111,6 +115,24 @@ void Session::RemoveLane(uint32_t lane) {
   UpdateSpreadAllowanceUnlocked();
   NotifyAllUnlocked();
 }
+
+std::shared_ptr<LaneTimer> Session::LaneTimerFor(uint32_t lane) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane))
+    return l->timer;
+  return std::make_shared<LaneTimer>(lane, nullptr);
+}
+
+bool Session::StartTrace(const std::string &path, std::string *error) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (!trace_->Open(path, clock_->NowNs(), static_cast<uint32_t>(id_), error))
+    return false;
+  for (const auto& entry : lanes_)
+    trace_->NameLane(entry.first);
+  return true;
+}
+
+void Session::StopTrace() { trace_->Close(); }
 
 bool Session::HasLane(uint32_t lane) const {
   std::lock_guard<Mutex> lock(mutex_);

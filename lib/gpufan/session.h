@@ -53,6 +53,7 @@
 
 #include "gpufan/clock.h"
 #include "gpufan/device.h"
+#include "gpufan/lane-time.h"
 #include "gpufan/mutex.h"
 #include "gpufan/payload.h"
 #include "gpufan/prelude.h"
@@ -474,6 +475,17 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
 
   SessionStats Stats() const;
 
+  // --- where the lanes' time goes (gpufan/lane-time.h) ---
+  // The timer of `lane`, made with the lane (AddLane) and kept by it: the
+  // threads that time the lane take it once. For a lane the Session does
+  // not know, a timer of its own that nothing reads.
+  std::shared_ptr<LaneTimer> LaneTimerFor(uint32_t lane);
+  // Writes a trace of the session to `path` from now on (trace-event JSON,
+  // see TraceWriter) until StopTrace or the next StartTrace. False with
+  // *error set when the file cannot be made.
+  bool StartTrace(const std::string &path, std::string *error);
+  void StopTrace();
+
  private:
   struct Outstanding {
     uint64_t seq = 0;
@@ -547,6 +559,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // while the lanes exist (see UpdateSpreadAllowanceUnlocked).
     uint32_t queue_limit_peak = 0;
     LaneStats counters;      // the counting fields only
+    std::shared_ptr<LaneTimer> timer;  // LaneTimerFor; made by AddLane
     bool described = false;  // SetLaneInfo was called
     LaneInfo info;
   };
@@ -658,6 +671,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
 
   const uint64_t id_;
   const std::shared_ptr<Clock> clock_;
+  // Open while tracing (StartTrace); the lanes' timers share it.
+  const std::shared_ptr<TraceWriter> trace_ = std::make_shared<TraceWriter>();
   // Only a real-time clock's deadlines map onto real-time waits; an injected
   // clock moves by itself.
   const bool real_time_clock_;

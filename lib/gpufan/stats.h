@@ -9,6 +9,7 @@
 
 #include "gpufan/device.h"
 #include "gpufan/host-pool.h"
+#include "gpufan/lane-time.h"
 #include "gpufan/scheduler.h"
 
 namespace gpufan {
@@ -101,6 +102,8 @@ struct LaneStats {
   int64_t service_ns = 0;    // learned service time (0: not known yet)
   int64_t wake_ns = 0;  // learned wake-up of its idle worker (0: not known)
   double fps = 0.0;     // completed / time since the first dispatch
+  // Where its threads' time went, in ns, by LaneTime (lane-time.h).
+  LaneTimeTotals time_ns{};
   // What the fan-out told (Session::SetLaneInfo, CountStaging); `described`
   // false: nothing yet, and the fields below are empty.
   bool described = false;
