@@ -40,6 +40,17 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
 
 #define DEFAULT_STALL_TIMEOUT (2 * GST_SECOND)
 
+/* Which outputs of a chunk that is not the head are held as copies (the
+ * copy-held property; gstgpufanin-held.cpp). */
+typedef enum {
+  GST_GPUFAN_HELD_COPY_AUTO,
+  GST_GPUFAN_HELD_COPY_ALWAYS,
+  GST_GPUFAN_HELD_COPY_NEVER,
+} GstGpuFanHeldCopy;
+
+#define GST_TYPE_GPUFAN_HELD_COPY (gst_gpufan_held_copy_get_type ())
+GType gst_gpufan_held_copy_get_type (void);
+
 namespace gpufanin {
 
 /* The sticky events current on a sink pad. Items share the set that was
@@ -289,6 +300,8 @@ struct GstGpuFanInPrivate {
   /* output-device: the GPU frames in CUDA memory leave on, -1 as the lanes
    * deliver them; and what copies them there (under output_lock). */
   std::atomic<gint> output_device{ -1 };
+  /* the copy-held property (GstGpuFanHeldCopy) */
+  std::atomic<gint> copy_held{ GST_GPUFAN_HELD_COPY_AUTO };
   std::unique_ptr<GstGpuFanGpuMove> output_move;
   GstAllocator * output_host_allocator = nullptr; /* its GPU's node pool */
   bool output_move_warned = false;                /* under output_lock */
@@ -377,6 +390,13 @@ void gst_gpufan_in_end_streams (GstGpuFanIn * self);
 /* A new start: every stream's output starts over. */
 void gst_gpufan_in_restart_streams (GstGpuFanIn * self);
 /* output-device's copy of @buffer, for frames leaving on @pad (output.cpp) */
+/* Chunk mode: what to hold of @obj, an output of @pad's lane, while its
+ * chunk waits for earlier ones (gstgpufanin-held.cpp): @obj, or a copy
+ * that leaves the branch's bounded pool its buffer (@obj is then unreffed).
+ * Call without locks. */
+GstMiniObject *gst_gpufan_in_hold_chunk_output (GstGpuFanIn * self,
+    GstPad * pad, GstMiniObject * obj);
+
 void gst_gpufan_in_move_to_output_device (GstGpuFanIn * self, GstPad * pad,
     GstBuffer ** buffer);
 

@@ -89,6 +89,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
   std::shared_ptr<gpufan::LaneTimer> timer;
   FanInItem * item = nullptr;
   std::optional<guint64> chunk_seq;
+  obj = gst_gpufan_in_hold_chunk_output (self, pad, obj);
   for (bool asked = false;; asked = true) {
     {
       std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -540,7 +541,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
  * pairing notifies too. A flush of the fan-out empties the window
  * unannounced, but its FLUSH_START reaches this pad through the lane. */
 static gboolean
-wait_lane_released (GstGpuFanIn * self, GstPad * pad)
+wait_lane_released (GstGpuFanIn * self, GstPad * pad, GstQuery * query)
 {
   GstGpuFanInPrivate * priv = self->priv;
   std::unique_lock<gpufan::Mutex> lk (priv->lock);
@@ -569,6 +570,14 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad)
       return FALSE;
     if (!it->second.paired)
       return TRUE;
+    /* Chunk mode: the branch was drained and reset for this chunk, and
+     * what the lane delivered before is whole in the window. A decoder
+     * that renegotiates at the chunk's start would otherwise wait here
+     * until the lane's earlier chunks left, that is until every chunk
+     * before them on other lanes was done: the lanes would take turns. An
+     * ALLOCATION answer changes nothing of the held buffers. */
+    if (it->second.chunk && GST_QUERY_TYPE (query) == GST_QUERY_ALLOCATION)
+      return TRUE;
     if (!uncount.timer) {
       uncount.session = it->second.session;
       uncount.timer = it->second.timer;
@@ -592,7 +601,8 @@ gst_gpufan_in_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
 
   if (gst_gpufan_is_pair_query (query))
     return gst_gpufan_in_answer_pair_query (self, pad, query);
-  if (GST_QUERY_IS_SERIALIZED (query) && !wait_lane_released (self, pad))
+  if (GST_QUERY_IS_SERIALIZED (query) && !wait_lane_released (self, pad,
+          query))
     return FALSE;
   return gst_pad_query_default (pad, parent, query);
 }

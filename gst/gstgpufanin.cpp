@@ -66,6 +66,7 @@ enum {
   PROP_STALL_TIMEOUT,
   PROP_STATS,
   PROP_OUTPUT_DEVICE,
+  PROP_COPY_HELD,
 };
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink_%u",
@@ -282,6 +283,9 @@ gst_gpufan_in_set_property (GObject * object, guint prop_id,
     case PROP_OUTPUT_DEVICE:
       priv->output_device = g_value_get_int (value);
       break;
+    case PROP_COPY_HELD:
+      priv->copy_held = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -301,6 +305,9 @@ gst_gpufan_in_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_OUTPUT_DEVICE:
       g_value_set_int (value, priv->output_device.load ());
+      break;
+    case PROP_COPY_HELD:
+      g_value_set_enum (value, priv->copy_held.load ());
       break;
     case PROP_STATS: {
       std::shared_ptr<gpufan::Session> session;
@@ -388,6 +395,29 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
           -1, 1023, -1,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanIn:copy-held:
+   *
+   * Chunk mode: the outputs of a chunk that is not the head of the window
+   * wait here until every earlier chunk is out. Held that long, buffers of
+   * a branch's bounded pool (a decoder's output surfaces) would stop the
+   * branch, and its lane would idle until the head's lane finished. `auto`
+   * holds a copy of such a buffer (in memory of the same kind: a CUDA frame
+   * stays on its GPU) and lets the branch have its own back; `always`
+   * copies every held output (for pools that do not say they are bounded);
+   * `never` holds the branch's buffers. Outputs of the head chunk leave as
+   * they come and are never copied.
+   */
+  g_object_class_install_property (gobject_class, PROP_COPY_HELD,
+      g_param_spec_enum ("copy-held", "Copy held outputs",
+          "Chunk mode: hold copies of the outputs a chunk that is not the "
+          "head returns, so that a branch with a bounded pool keeps working "
+          "(auto: outputs of bounded pools only)",
+          GST_TYPE_GPUFAN_HELD_COPY, GST_GPUFAN_HELD_COPY_AUTO,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+  gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_HELD_COPY, (GstPluginAPIFlags)0);
 
   element_class->request_new_pad
       = GST_DEBUG_FUNCPTR (gst_gpufan_in_request_new_pad);
