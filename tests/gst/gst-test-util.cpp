@@ -1322,7 +1322,12 @@ namespace {
                                 {"in-flight", G_TYPE_UINT},
                                 {"service-time", G_TYPE_UINT64},
                                 {"wake-time", G_TYPE_UINT64},
-                                {"fps", G_TYPE_DOUBLE}});
+                                {"fps", G_TYPE_DOUBLE},
+                                {"push-time", G_TYPE_UINT64},
+                                {"idle-time", G_TYPE_UINT64},
+                                {"settle-time", G_TYPE_UINT64},
+                                {"query-time", G_TYPE_UINT64},
+                                {"output-time", G_TYPE_UINT64}});
     if (!r)
       return r << " (lanes[" << i << "])";
   }

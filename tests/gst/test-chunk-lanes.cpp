@@ -15,12 +15,16 @@
 #include <gst/base/gstbasetransform.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -315,6 +319,75 @@ TEST_P(ChunkLanes, AChunkStartDoesNotWaitForTheWindow) {
     // the renegotiations happened: one per chunk after the first
     EXPECT_GE(d->allocation_queries, 2u) << name;
   }
+}
+
+// The trace shows it too: with gpufanout's trace-file, every lane's track
+// has a push span (its element inside its chunk's work) at one same moment;
+// and the lanes' time split is in the statistics.
+TEST_P(ChunkLanes, TheTraceShowsEveryLaneInsideItsChunkAtOnce) {
+  const int lanes = GetParam();
+  constexpr int kChunk = 8, kPool = 3;
+  const int frames = kChunk * lanes * 3;
+  const std::string trace = ::testing::TempDir() + "gpufan-chunk-lanes-" +
+                            std::to_string(::getpid()) + ".json";
+  g_rendezvous.Reset(lanes);
+  std::string description = ChunkPipeline(frames, lanes, kChunk, [](int) {
+    return "pool-size=" + std::to_string(kPool) +
+           " query-each-chunk=true meet-after=" +
+           std::to_string(kChunk + kPool + 2);
+  });
+  description.replace(description.find("gpufanout name=f"),
+                      strlen("gpufanout name=f"),
+                      "gpufanout name=f trace-file=" + trace);
+  {
+    LaunchedPipeline p(description);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p.PlayToEos());
+    EXPECT_TRUE(g_rendezvous.met())
+        << g_rendezvous.arrived() << " of " << lanes << " lanes met";
+    GstStructure *stats = GetStats(p.element("f"));
+    ASSERT_NE(stats, nullptr);
+    ASSERT_TRUE(HasStatsShape(stats, static_cast<guint>(lanes)));
+    for (int i = 0; i < lanes; i++)
+      EXPECT_GT(StatsU64(StatsLane(stats, i), "push-time"), 0u) << i;
+    gst_structure_free(stats);
+  }  // NULL: the trace is complete
+
+  // Every lane's push spans, from the trace-event JSON: a sweep over their
+  // starts and ends finds a moment where all lanes are inside one.
+  std::ifstream in(trace);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  ASSERT_NE(json.find("]}"), std::string::npos) << "the trace was not closed";
+  std::vector<std::pair<double, int>> edges;  // (time, +lane+1 / -(lane+1))
+  const std::string key = "{\"ph\":\"X\",\"name\":\"push\"";
+  for (size_t at = json.find(key); at != std::string::npos;
+       at = json.find(key, at + 1)) {
+    const size_t tid = json.find("\"tid\":", at) + 6;
+    const size_t ts = json.find("\"ts\":", at) + 5;
+    const size_t dur = json.find("\"dur\":", at) + 6;
+    const int track = std::stoi(json.substr(tid));
+    const double start = std::stod(json.substr(ts));
+    const double end = start + std::stod(json.substr(dur));
+    const int lane = (track - 1) / 2;  // TraceWriter::LaneTrack
+    edges.emplace_back(start, lane + 1);
+    edges.emplace_back(end, -(lane + 1));
+  }
+  std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;
+  });
+  std::vector<int> inside(static_cast<size_t>(lanes), 0);
+  int busy = 0, most_busy = 0;
+  for (const auto& [time, edge] : edges) {
+    int& n = inside.at(static_cast<size_t>(std::abs(edge) - 1));
+    const int before = n;
+    n += edge > 0 ? 1 : -1;
+    busy += (n > 0) - (before > 0);
+    most_busy = std::max(most_busy, busy);
+  }
+  EXPECT_EQ(most_busy, lanes) << "lanes pushing at once at most";
+  std::remove(trace.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Lanes, ChunkLanes, ::testing::Values(2, 4),
