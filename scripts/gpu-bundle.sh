@@ -19,11 +19,14 @@
 #              glibc and the NVIDIA driver, which come from the machine
 #   lib/gstreamer-1.0/  the plugin and the GStreamer plugins that provide
 #              the elements the suite uses (gpu-suite.sh --list-elements)
+#   lib/hwloc/ hwloc's plugin folder (HWLOC_PLUGINS_PATH): none, so that
+#              libhwloc loads no plugin of the machine's
 #   libexec/gst-plugin-scanner
 #   lib/libgpufan-nvrtc-compat.so  lets GStreamer 1.22's CUDA kernels compile
 #              with the machine's NVRTC 13 (tests/bundle/nvrtc-compat.cpp)
 #   share/gpufan/clip.h264  an H.264 clip made here with x264enc (NVDEC path)
-#   gpu-suite.sh, BUNDLE-INFO (what was packed, from where, glibc version)
+#   gpu-suite.sh, gpu-common.sh (its private prefix), BUNDLE-INFO (what was
+#              packed, from where, glibc version)
 #
 # Environment: BUILD_DIR (default build).
 set -euo pipefail
@@ -40,7 +43,7 @@ while (($#)); do
     --out=*) out=${1#--out=}; shift ;;
     --no-build) build=0; shift ;;      # use what $BUILD_DIR has
     --no-tarball) tarball=0; shift ;;
-    -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-bundle: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -79,7 +82,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 dest=$out/gpufan-gpu-bundle
 rm -rf "$dest" "$out/gpufan-gpu-bundle.tar.gz"
-mkdir -p "$dest"/{bin,lib/gstreamer-1.0,libexec,share/gpufan}
+mkdir -p "$dest"/{bin,lib/gstreamer-1.0,lib/hwloc,libexec,share/gpufan}
 
 # Our plugin beside the system's, in a registry of our own.
 tmp=$(mktemp -d)
@@ -93,7 +96,11 @@ done
 cp "$(command -v gst-launch-1.0)" "$(command -v gst-inspect-1.0)" "$dest/bin/"
 cp "$scanner" "$dest/libexec/gst-plugin-scanner"
 cp "$nvrtc_compat" "$dest/lib/"
-cp "$root/scripts/gpu-suite.sh" "$dest/gpu-suite.sh"
+for f in gpu-suite.sh gpu-common.sh; do
+  cp "$root/scripts/$f" "$dest/$f"
+done
+echo "hwloc loads the hwloc_*.so plugins of this folder (HWLOC_PLUGINS_PATH, set by
+gpu-common.sh) instead of the machine's: there are none." >"$dest/lib/hwloc/README"
 
 # --- plugins: those that provide the suite's elements -------------------------
 plugins=()

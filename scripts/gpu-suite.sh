@@ -20,7 +20,7 @@
 #     fan-out; the demo with --branch cpu and --branch cuda;
 #   - the NVENC/NVDEC probe (require-codecs) against what the GPU is;
 #   - which libraries every process loaded from outside the bundle (only
-#     glibc and the driver may be).
+#     glibc, the driver and NVRTC may be; not the machine's hwloc plugins).
 # GPU parts skip with "no GPU" where nvidia-smi lists none.
 #
 # Output: DIR/report.txt and DIR/report.json (device, driver, CUDA version,
@@ -60,14 +60,9 @@ while (($#)); do
     *) echo "gpu-suite: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ -x $bundle/bin/gst-launch-1.0 && -d $bundle/lib/gstreamer-1.0 ]] || {
-  echo "gpu-suite: $bundle is not an unpacked GPU bundle (no bin/gst-launch-1.0)" >&2
-  exit 2
-}
-[[ $bundle != *[[:space:]]* ]] || {
-  echo "gpu-suite: unpack the bundle in a path without spaces (gst-launch lines name files in it)" >&2
-  exit 2
-}
+# shellcheck source=scripts/gpu-common.sh
+. "$bundle/gpu-common.sh" || { echo "gpu-suite: $bundle/gpu-common.sh is missing" >&2; exit 2; }
+bundle_check "$bundle" gpu-suite
 if ((quick)); then frames=60; fi
 out=${out:-/tmp/gpufan-gpu-suite-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || exit 2
@@ -77,46 +72,10 @@ rm -f "$out"/{devices,h2d,report}.json "$out"/*.xml "$out"/*.log "$out"/*.txt \
   "$out"/nvidia-smi.* "$out"/tests.tsv
 work=$out/work
 rm -rf "$work"
-mkdir -p "$work/ld" "$work/empty"
+mkdir -p "$work/ld"
 
-# --- the private prefix -----------------------------------------------------
-# The driver's own folder stays reachable where the caller's library path
-# named it (containers often put libcuda there rather than in ld.so.cache).
-driver_dirs=""
-IFS=: read -r -a caller_ld <<<"${LD_LIBRARY_PATH:-}"
-for d in "${caller_ld[@]}"; do
-  if [[ -n $d ]] && compgen -G "$d/libcuda.so*" >/dev/null; then
-    driver_dirs+=:$d
-  fi
-done
-# NVRTC (the CUDA toolkit's run-time compiler) builds nvcodec's conversion
-# and scaling kernels. GStreamer 1.22 asks it for compute_30 or compute_52,
-# which NVRTC 13 refuses: the bundle's libgpufan-nvrtc-compat.so passes the
-# calls on to the machine's NVRTC with the architecture raised to the oldest
-# it supports. A GST_CUDA_NVRTC_LIBNAME set by the caller is kept as it is.
-nvrtc=""
-if [[ -z ${GST_CUDA_NVRTC_LIBNAME:-} ]]; then
-  ldconfig_bin=$(command -v ldconfig || echo /sbin/ldconfig)
-  nvrtc=$( { "$ldconfig_bin" -p 2>/dev/null | awk '$1 ~ /^libnvrtc\.so\.[0-9]+$/ { print $NF }'
-    timeout 60 find /usr/local /opt /usr/lib -maxdepth 8 -name 'libnvrtc.so.[0-9]*' 2>/dev/null; } |
-    grep -v -e builtins -e '\.alt\.' | head -1)
-  if [[ -n $nvrtc ]]; then
-    export GPUFAN_NVRTC_LIBRARY=$nvrtc
-    export GST_CUDA_NVRTC_LIBNAME=$bundle/lib/libgpufan-nvrtc-compat.so
-    driver_dirs+=:$(dirname "$nvrtc")  # where its libnvrtc-builtins is
-  fi
-fi
-bundle_ld=$bundle/lib$driver_dirs
-export GST_PLUGIN_SYSTEM_PATH_1_0=$bundle/lib/gstreamer-1.0
-export GST_PLUGIN_SYSTEM_PATH=$bundle/lib/gstreamer-1.0
-export GST_PLUGIN_PATH_1_0="" GST_PLUGIN_PATH=""
-export GST_PLUGIN_SCANNER_1_0=$bundle/libexec/gst-plugin-scanner
-export GST_PLUGIN_SCANNER=$GST_PLUGIN_SCANNER_1_0
-export GST_REGISTRY_1_0=$work/registry.bin GST_REGISTRY=$work/registry.bin
-export GIO_MODULE_DIR=$work/empty GST_DEBUG_NO_COLOR=1
-unset GST_DEBUG GST_TRACERS ${!GTEST_@}
-# CUDA ordinals in nvidia-smi's order, so that "GPU 0" is one GPU everywhere.
-export CUDA_DEVICE_ORDER=PCI_BUS_ID
+# --- the private prefix (gpu-common.sh) --------------------------------------
+bundle_env "$bundle" "$work"
 bin=$bundle/bin
 
 # --- results ----------------------------------------------------------------
@@ -137,7 +96,6 @@ figure() {  # NAME VALUE UNIT; a value that is not a number is null
   figure_lines+=("$1"$'\t'"$v"$'\t'"$3")
   printf '  figure %s = %s %s\n' "$1" "$v" "$3"
 }
-tail_of() { tail -n "${2:-5}" "$1" 2>/dev/null | tr '\n' ' ' | tr -cd '\11\40-\176' | cut -c1-400; }
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'; }
 # Runs a bundle program (and what it starts: gst-plugin-scanner) with the
 # bundle's libraries, recording each library it loads (checked at the end);
@@ -170,30 +128,15 @@ fi
 
 begin "nvidia-smi"
 gpu=0
-gpu_name="" gpu_driver="" gpu_cuda="" gpu_pci=""
-if ! command -v nvidia-smi >/dev/null; then
-  record nvidia-smi skipped "no GPU: nvidia-smi is not installed"
-elif ! timeout -k 10 60 nvidia-smi >"$out/nvidia-smi.txt" 2>&1; then
-  if [[ -e /dev/nvidiactl ]]; then
-    record nvidia-smi failed "nvidia-smi failed on a machine with an NVIDIA device node: $(tail_of "$out/nvidia-smi.txt" 2)"
-  else
-    record nvidia-smi skipped "no GPU: nvidia-smi failed: $(tail_of "$out/nvidia-smi.txt" 2)"
-  fi
-else
-  timeout -k 10 60 nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,memory.total \
-    --format=csv,noheader >"$out/nvidia-smi.csv" 2>"$out/nvidia-smi.err"
-  count=$(grep -cE '^[0-9]+, ' "$out/nvidia-smi.csv")
-  if ((count == 0)); then
-    record nvidia-smi skipped "no GPU: nvidia-smi lists none"
-  else
+gpu_probe "$out"
+count=$gpu_count
+case $gpu_state in
+  present)
     gpu=1
-    IFS=, read -r _ gpu_name gpu_driver gpu_pci _ < <(grep -m1 -E '^0, ' "$out/nvidia-smi.csv")
-    gpu_name=$(echo "$gpu_name" | sed 's/^ *//') gpu_driver=${gpu_driver// /}
-    gpu_pci=${gpu_pci// /}
-    gpu_cuda=$(sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' "$out/nvidia-smi.txt" | head -1)
-    record nvidia-smi passed "$count GPU(s); GPU 0: $gpu_name, driver $gpu_driver, CUDA $gpu_cuda, $gpu_pci"
-  fi
-fi
+    record nvidia-smi passed "$count GPU(s); GPU 0: $gpu_name, driver $gpu_driver, CUDA $gpu_cuda, $gpu_pci" ;;
+  failed) record nvidia-smi failed "$gpu_reason" ;;
+  *) record nvidia-smi skipped "$gpu_reason" ;;
+esac
 no_gpu_reason="no GPU (nvidia-smi lists none)"
 
 begin "gpufan-devices"
@@ -495,11 +438,6 @@ else
 fi
 
 # --- the report ---------------------------------------------------------------
-json_string() {
-  local s=$1
-  s=${s//\\/\\\\} s=${s//\"/\\\"} s=${s//$'\t'/ } s=${s//$'\n'/ } s=${s//$'\r'/ }
-  printf '"%s"' "$s"
-}
 json_file_or_null() {  # a file of ours holding nan or inf is not JSON
   if [[ -s $1 ]] && ! grep -qE '(:|\[|, )[[:space:]]*-?(nan|inf)' "$1"; then cat "$1"; else printf 'null'; fi
 }

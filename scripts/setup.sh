@@ -36,6 +36,7 @@ packages=(
   gstreamer1.0-libav                # avdec_h264: decoders in lanes, checking encoded output
   libffmpeg-nvenc-dev               # ffnvcodec: CUDA driver API types (libcuda is loaded at run time)
   libhwloc-dev                      # NUMA topology, thread binding, node-bound memory
+  libhwloc-plugins                  # foreign hwloc plugins the bundle must not load (test gpu-bundle-offline)
   libgtest-dev                      # GoogleTest
   cppcheck                          # static checker run by run-tests.sh
   clang-format                      # formatter (.clang-format)
