@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Pack the GPU suite for a CUDA machine that has the NVIDIA driver and
-# nothing else (no GStreamer, no hwloc, no package access). Run it on a
-# Debian 12 machine with package access; carry the tarball over, then there:
+# Pack the GPU suite and the GPU benchmark for a CUDA machine that has the
+# NVIDIA driver and nothing else (no GStreamer, no hwloc, no package access).
+# Run it on a Debian 12 machine with package access; carry the tarball over,
+# then there:
 #
 #   tar xzf gpufan-gpu-bundle.tar.gz && bash gpufan-gpu-bundle/gpu-suite.sh
+#   bash gpufan-gpu-bundle/gpu-bench.sh
 #
 #   bash scripts/gpu-bundle.sh [--out DIR] [--no-build] [--no-tarball]
 #
 # Builds the project (scripts/setup.sh, which installs what is missing), then
-# writes DIR/gpufan-gpu-bundle/ (default DIR: out/; about 24 MiB) and
+# writes DIR/gpufan-gpu-bundle/ (default DIR: out/; about 50 MiB) and
 # DIR/gpufan-gpu-bundle.tar.gz:
 #   bin/       the GPU test binaries (test-lib-cuda, test-devices,
 #              test-cuda-memory), the
@@ -18,15 +20,20 @@
 #              plugins load, found with ldd from the files themselves, except
 #              glibc and the NVIDIA driver, which come from the machine
 #   lib/gstreamer-1.0/  the plugin and the GStreamer plugins that provide
-#              the elements the suite uses (gpu-suite.sh --list-elements)
+#              the elements the suite and the benchmark use (--list-elements)
 #   lib/hwloc/ hwloc's plugin folder (HWLOC_PLUGINS_PATH): none, so that
 #              libhwloc loads no plugin of the machine's
 #   libexec/gst-plugin-scanner
 #   lib/libgpufan-nvrtc-compat.so  lets GStreamer 1.22's CUDA kernels compile
 #              with the machine's NVRTC 13 (tests/bundle/nvrtc-compat.cpp)
-#   share/gpufan/clip.h264  an H.264 clip made here with x264enc (NVDEC path)
-#   gpu-suite.sh, gpu-common.sh (its private prefix), BUNDLE-INFO (what was
-#              packed, from where, glibc version)
+#   share/gpufan/clip.h264  an H.264 clip made here with x264enc (the suite's
+#              NVDEC path: 720p, 120 frames)
+#   share/gpufan/bench-clip.h264  the benchmark's: 1080p, 1200 frames,
+#              4 Mbit/s, GOP 60, closed, byte-stream (about 20 MB; made once
+#              per build folder, then taken from BUILD_DIR/gpu-bundle-clips)
+#   gpu-suite.sh, gpu-bench.sh, gpu-bench-plot.py, gpu-common.sh (what both
+#              scripts share), BUNDLE-INFO (what was packed, from where,
+#              glibc version)
 #
 # Environment: BUILD_DIR (default build).
 set -euo pipefail
@@ -43,7 +50,7 @@ while (($#)); do
     --out=*) out=${1#--out=}; shift ;;
     --no-build) build=0; shift ;;      # use what $BUILD_DIR has
     --no-tarball) tarball=0; shift ;;
-    -h | --help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-bundle: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -96,20 +103,20 @@ done
 cp "$(command -v gst-launch-1.0)" "$(command -v gst-inspect-1.0)" "$dest/bin/"
 cp "$scanner" "$dest/libexec/gst-plugin-scanner"
 cp "$nvrtc_compat" "$dest/lib/"
-for f in gpu-suite.sh gpu-common.sh; do
+for f in gpu-suite.sh gpu-bench.sh gpu-bench-plot.py gpu-common.sh; do
   cp "$root/scripts/$f" "$dest/$f"
 done
 echo "hwloc loads the hwloc_*.so plugins of this folder (HWLOC_PLUGINS_PATH, set by
 gpu-common.sh) instead of the machine's: there are none." >"$dest/lib/hwloc/README"
 
-# --- plugins: those that provide the suite's elements -------------------------
+# --- plugins: those that provide the suite's and the benchmark's elements ------
 plugins=()
 while read -r element; do
   file=$(gst-inspect-1.0 "$element" 2>/dev/null | awk '$1 == "Filename" && !f { print $2; f = 1 }' || true)
   [[ -n $file && -f $file ]] ||
     die "no plugin provides '$element' here (gpu-suite.sh --list-elements names it; is its package installed?)"
   plugins+=("$(realpath "$file")")
-done < <(bash "$root/scripts/gpu-suite.sh" --list-elements)
+done < <(bash "$root/scripts/gpu-suite.sh" --list-elements; bash "$root/scripts/gpu-bench.sh" --list-elements)
 mapfile -t plugins < <(printf '%s\n' "${plugins[@]}" | sort -u)
 for f in "${plugins[@]}"; do cp "$f" "$dest/lib/gstreamer-1.0/"; done
 log "${#plugins[@]} plugins: $(printf '%s\n' "${plugins[@]}" | xargs -n1 basename | sed 's/^libgst//; s/\.so$//' | tr '\n' ' ')"
@@ -136,14 +143,41 @@ log "${#libs[@]} shared libraries"
 strip --strip-debug "$dest"/bin/test-* "$dest"/bin/gpufan-* \
   "$dest/lib/gstreamer-1.0/libgstgpufan.so" "$dest"/lib/libgpufan*.so* 2>/dev/null || true
 
-# --- the clip for the NVDEC path ----------------------------------------------
+# --- the clips ----------------------------------------------------------------
+# Made with x264enc (gstreamer1.0-plugins-ugly). A clip is kept in the build
+# folder under the hash of its pipeline: packing again (CI) does not encode
+# the 1080p clip again.
+clip_cache=$build_dir/gpu-bundle-clips
+mkdir -p "$clip_cache"
+make_clip() {  # FILE PIPELINE (without the filesink)
+  local key cached
+  key=$(printf '%s' "$2" | sha1sum | cut -c1-16)
+  cached=$clip_cache/$key.h264
+  if [[ ! -s $cached ]]; then
+    local words
+    read -r -a words <<<"$2"
+    gst-launch-1.0 -q "${words[@]}" ! filesink location="$cached.$$.part" >"$tmp/clip.log" 2>&1 ||
+      die "could not make the H.264 clip (x264enc: gstreamer1.0-plugins-ugly): $(tail -3 "$tmp/clip.log")"
+    mv "$cached.$$.part" "$cached"
+  fi
+  cp "$cached" "$1"
+}
 clip_frames=120
-gst-launch-1.0 -q videotestsrc num-buffers=$clip_frames pattern=ball \
+make_clip "$dest/share/gpufan/clip.h264" "videotestsrc num-buffers=$clip_frames pattern=ball \
   ! video/x-raw,format=I420,width=1280,height=720,framerate=30/1 \
   ! x264enc speed-preset=veryfast key-int-max=30 ! video/x-h264,profile=high \
-  ! h264parse ! video/x-h264,stream-format=byte-stream \
-  ! filesink location="$dest/share/gpufan/clip.h264" >"$tmp/clip.log" 2>&1 ||
-  die "could not make the H.264 clip (x264enc: gstreamer1.0-plugins-ugly): $(tail -3 "$tmp/clip.log")"
+  ! h264parse ! video/x-h264,stream-format=byte-stream"
+# The benchmark's: a moving picture at 4 Mbit/s, an IDR every 60 frames and
+# no other (no scene cuts, closed GOPs): gpufanout's chunk=keyframes cuts
+# there. The PTS come from h264parse (30/1).
+bench_clip_frames=1200
+log "the benchmark's clip (1080p, $bench_clip_frames frames; made once per build folder)"
+make_clip "$dest/share/gpufan/bench-clip.h264" "videotestsrc num-buffers=$bench_clip_frames \
+  pattern=smpte horizontal-speed=4 \
+  ! video/x-raw,format=I420,width=1920,height=1080,framerate=30/1 \
+  ! x264enc speed-preset=superfast bitrate=4000 key-int-max=60 \
+  option-string=scenecut=0:open-gop=0 ! video/x-h264,profile=high \
+  ! h264parse ! video/x-h264,stream-format=byte-stream,alignment=au"
 
 # --- what this is ---------------------------------------------------------------
 glibc=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
@@ -153,6 +187,7 @@ glibc=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
   echo "gstreamer=$(gst-launch-1.0 --version | sed -n 's/.*GStreamer \([0-9.]*\).*/\1/p' | head -1)"
   echo "glibc=$glibc"
   echo "clip_frames=$clip_frames"
+  echo "bench_clip_frames=$bench_clip_frames"
   echo "plugins=${#plugins[@]}"
   echo "libraries=${#libs[@]}"
 } >"$dest/BUNDLE-INFO"
@@ -166,3 +201,4 @@ if ((tarball)); then
   ((packed <= 40)) || log "WARNING: larger than the 40 MiB target"
 fi
 log "on the GPU machine: tar xzf gpufan-gpu-bundle.tar.gz && bash gpufan-gpu-bundle/gpu-suite.sh"
+log "  then: bash gpufan-gpu-bundle/gpu-bench.sh"

@@ -5,6 +5,7 @@
 # system's GStreamer plugin folders are empty, and a bare environment.
 #
 #   check-bundle-offline.sh SOURCE_DIR BUILD_DIR suite HWLOC_PLUGIN
+#   check-bundle-offline.sh SOURCE_DIR BUILD_DIR bench
 #
 # suite: gpu-suite.sh. Every CPU part must pass from the bundle (the suite's
 #   own "libraries" check fails on any library loaded from outside it but
@@ -15,6 +16,10 @@
 #   name a folder with HWLOC_PLUGIN (a dummy hwloc_*.so) and copies of the
 #   system's hwloc plugins (libhwloc-plugins). Checked first: the bundle's
 #   libhwloc, left to itself, loads them; then the suite must not.
+# bench: gpu-bench.sh offline says "no GPU" and exits 0. Then, not offline
+#   (it needs the system's avdec_h264), its --cpu-stand-in self-check on a
+#   small clip: every figure measured, the table, the JSON and a valid PNG;
+#   and with elements missing, the table says so.
 # Exit 77 (skipped) where the namespaces cannot be made.
 set -euo pipefail
 source_dir=$(cd "$1" && pwd)
@@ -107,5 +112,80 @@ suite)
   ((rc == 0)) || fail "gpu-suite.sh exited $rc"
   /usr/bin/python3 "$source_dir/tests/bundle/check-suite-report.py" "$tmp/report/report.json"
   ;;
-*) fail "unknown mode '$mode' (suite)" ;;
+
+bench)
+  # Offline, on a machine without a GPU: "no GPU", exit 0.
+  set +e
+  offline bash "$bundle/gpu-bench.sh" --out "$tmp/bench-none" >"$tmp/bench-none.log" 2>&1
+  rc=$?
+  set -e
+  cat "$tmp/bench-none.log"
+  ((rc == 0)) || fail "gpu-bench.sh exited $rc without a GPU"
+  grep -q 'no GPU' "$tmp/bench-none.log" || fail "gpu-bench.sh did not say \"no GPU\""
+
+  # The self-check: every pipeline, with CPU elements in place of nvcodec's.
+  libav=$(compgen -G "/usr/lib/*/gstreamer-1.0/libgstlibav.so" | head -1 || true)
+  [[ -n $libav ]] || fail "no avdec_h264 here (gstreamer1.0-libav; scripts/setup.sh installs it)"
+  mkdir "$tmp/libav"
+  ln -s "$libav" "$tmp/libav/"
+  clip=$tmp/clip.h264
+  gst-launch-1.0 -q videotestsrc num-buffers=240 pattern=smpte horizontal-speed=4 \
+    ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 \
+    ! x264enc speed-preset=superfast bitrate=500 key-int-max=60 option-string=scenecut=0:open-gop=0 \
+    ! h264parse ! video/x-h264,stream-format=byte-stream ! filesink location="$clip"
+  stand_in=(bash "$bundle/gpu-bench.sh" --cpu-stand-in --clip "$clip" --frames 300 --frame-size 320x240)
+  set +e
+  env -i PATH=/usr/bin:/bin HOME="$tmp" LANG=C.UTF-8 GPUFAN_BENCH_PLUGIN_PATH="$tmp/libav" \
+    "${stand_in[@]}" --out "$tmp/bench" 2>&1 | tee "$tmp/bench.log"
+  rc=${PIPESTATUS[0]}
+  ((rc == 0)) || fail "gpu-bench.sh --cpu-stand-in exited $rc"
+  env -i PATH=/usr/bin:/bin HOME="$tmp" LANG=C.UTF-8 GPUFAN_BENCH_PLUGIN_PATH="$tmp/libav" \
+    GPUFAN_BENCH_MISSING=avdec_h264,imagefreeze "${stand_in[@]}" --out "$tmp/bench-missing" \
+    >"$tmp/bench-missing.log" 2>&1
+  rc=$?
+  set -e
+  ((rc == 1)) || fail "gpu-bench.sh with every figure's element missing exited $rc, want 1"
+  /usr/bin/python3 - "$tmp" <<'PY'
+import json, struct, sys, zlib
+tmp = sys.argv[1]
+errors = []
+bench = json.load(open(f"{tmp}/bench/bench.json"))
+figures = bench["figures"]
+keys = [f["key"] for f in figures]
+want = ["one-decoder", "reference-2", "reference-4", "chunk-cuda-2", "chunk-system-4",
+        "frame-plain", "frame-lanes-1", "frame-lanes-2", "frame-lanes-4",
+        "nvdec-plain", "nvdec-lanes-1", "nvdec-lanes-2"]
+errors += [f"no figure {k}" for k in want if k not in keys]
+for f in figures:
+    if f["status"] != "measured" or not f["fps"] or f["fps"] <= 0:
+        errors.append(f"{f['key']}: {f['status']} ({f['note']})")
+    elif len(f["fps_runs"]) < 2 or f["startup_s"] is None:
+        errors.append(f"{f['key']}: runs {f['fps_runs']}, start-up {f['startup_s']}")
+    if f["base"] and f["status"] == "measured" and f["vs_base"] is None:
+        errors.append(f"{f['key']}: no ratio to {f['base']}")
+log = open(f"{tmp}/bench.log").read()
+errors += [f"the table has no line for '{f['label']}'" for f in figures if f["label"] not in log]
+png = open(f"{tmp}/bench/bench.png", "rb").read()
+if png[:8] != b"\x89PNG\r\n\x1a\n":
+    errors.append("bench.png is no PNG")
+else:
+    width, height = struct.unpack(">II", png[16:24])
+    idat = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
+    if len(zlib.decompress(idat)) != height * (1 + 3 * width):
+        errors.append("bench.png's pixels do not fit its size")
+missing = json.load(open(f"{tmp}/bench-missing/bench.json"))["figures"]
+missing_log = open(f"{tmp}/bench-missing.log").read()
+for f in missing:
+    if f["status"] != "not measured" or not f["note"].startswith("no "):
+        errors.append(f"with elements missing, {f['key']}: {f['status']} ({f['note']})")
+if "not measured: no avdec_h264" not in missing_log or "not measured: no imagefreeze" not in missing_log:
+    errors.append("with elements missing, the table does not say which")
+if errors:
+    print("check-bundle-offline: FAIL:\n  " + "\n  ".join(errors))
+    sys.exit(1)
+print(f"check-bundle-offline: gpu-bench.sh said 'no GPU' offline; its CPU stand-in "
+      f"measured {len(figures)} figures and wrote the table, JSON and PNG")
+PY
+  ;;
+*) fail "unknown mode '$mode' (suite or bench)" ;;
 esac
