@@ -96,10 +96,16 @@ def check(doc):
                     number(c, "ns_per_buffer", where)
 
 
+# A bench that exits with it has nothing to measure here (an element is
+# missing): the test is skipped, with the bench's reason in its log.
+SKIP = 77
+
+
 def run_smoke(usage):
     """Runs `BENCH --smoke --json OUT [extra arguments]` (the command line's
     BENCH OUT ...), prints its output; returns the JSON it wrote and OUT.
-    Fails with `usage` when the arguments are missing."""
+    Fails with `usage` when the arguments are missing; exits with SKIP when
+    the bench did."""
     if len(sys.argv) < 3:
         fail(usage)
     bench, out = sys.argv[1], sys.argv[2]
@@ -107,6 +113,9 @@ def run_smoke(usage):
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, check=False)
     print(proc.stdout)
+    if proc.returncode == SKIP:
+        print(f"{PROG}: skipped: the bench cannot run here (see above)")
+        sys.exit(SKIP)
     if proc.returncode != 0:
         fail(f"{' '.join(cmd)} exited with {proc.returncode}")
     with open(out, encoding="utf-8") as f:

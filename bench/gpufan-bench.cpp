@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "bench-run.h"
 #include "gpufan-util.h"
 #include "json-text.h"
 
@@ -1005,18 +1006,13 @@ int main(int argc, char **argv) {
   g_print("load average: %.2f before, %.2f after\n", load_before, load_after);
 
   if (opt.json) {
-    JsonObject machine;
-    machine.Num("nproc", sysconf(_SC_NPROCESSORS_ONLN))
-        .Str("cpu", gpufan_util::CpuModel())
-        .Str("gstreamer", gpufan_util::GstVersion())
-        .Num("load_before", load_before)
-        .Num("load_after", load_after)
-        .Raw("usleep_ms", [&] {
-          JsonObject o;
-          for (const auto& [ms, real] : sleep)
-            o.Num(Fmt("%g", ms), real);
-          return o.str();
-        }());
+    JsonObject machine = gpufan_bench::MachineJson(load_before, load_after);
+    machine.Raw("usleep_ms", [&] {
+      JsonObject o;
+      for (const auto& [ms, real] : sleep)
+        o.Num(Fmt("%g", ms), real);
+      return o.str();
+    }());
     JsonObject callgrind;
     callgrind.Bool("ran", cg.ran)
         .Str("note", cg.note)

@@ -60,6 +60,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench-run.h"
 #include "gpufan-util.h"
 #include "json-text.h"
 
@@ -277,16 +278,8 @@ void AddProbe(GstElement *pipeline, const std::string& element,
 
 // A result as lines "key v1 v2 ...", which the parent reads back; "error
 // TEXT" when the run failed.
-using Fields = std::map<std::string, std::vector<double>>;
-
-void PrintFields(const Fields& f) {
-  for (const auto& [key, values] : f) {
-    std::printf("%s", key.c_str());
-    for (double v : values)
-      std::printf(" %.9g", v);
-    std::printf("\n");
-  }
-}
+using gpufan_bench::Fields;
+using gpufan_bench::PrintFields;
 
 // A gpufan-stats message with the per-stream figures.
 bool IsStreamStats(const GstStructure *s) {
@@ -533,23 +526,10 @@ int RunChild(const ChildSpec& spec) {
 
 // --- the parent ---
 
-struct RunResult {
-  bool ok = false;
-  std::string error;
-  Fields f;
-  double One(const char *key) const {
-    auto it = f.find(key);
-    return it == f.end() || it->second.empty() ? NAN : it->second[0];
-  }
-  std::vector<double> Many(const char *key) const {
-    auto it = f.find(key);
-    return it == f.end() ? std::vector<double>() : it->second;
-  }
-};
+using RunResult = gpufan_bench::ChildRun;
 
 RunResult SpawnChild(const std::string& exe, const ChildSpec& s,
                      gint64 timer_slack_ns) {
-  RunResult r;
   std::vector<std::string> args = {exe, "--child",
                                    s.shared ? "shared" : "separate"};
   auto option = [&args](const char *name, auto value) {
@@ -566,42 +546,7 @@ RunResult SpawnChild(const std::string& exe, const ChildSpec& s,
   args.push_back(s.live ? "--child-live" : "--child-not-live");
   args.push_back(s.wait_for_every_frame ? "--smoke" : "--quick");
   args.push_back(s.start_barrier ? "--quick" : "--no-start-barrier");
-  std::vector<const gchar *> argv;
-  for (const std::string& a : args)
-    argv.push_back(a.c_str());
-  argv.push_back(nullptr);
-  gchar *child_out = nullptr, *child_err = nullptr;
-  gint status = 0;
-  GError *err = nullptr;
-  if (!g_spawn_sync(nullptr, const_cast<gchar **>(argv.data()), nullptr,
-                    G_SPAWN_DEFAULT, nullptr, nullptr, &child_out, &child_err,
-                    &status, &err)) {
-    r.error = std::string("cannot run the child: ") + err->message;
-    g_clear_error(&err);
-    return r;
-  }
-  std::istringstream in(child_out ? child_out : "");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("error ", 0) == 0) {
-      r.error = line.substr(6);
-      continue;
-    }
-    std::istringstream words(line);
-    std::string key, word;
-    words >> key;
-    std::vector<double> values;
-    while (words >> word)
-      values.push_back(g_ascii_strtod(word.c_str(), nullptr));
-    if (!key.empty())
-      r.f[key] = values;
-  }
-  if (r.error.empty() && !g_spawn_check_wait_status(status, nullptr))
-    r.error = "the child failed: " + std::string(child_err ? child_err : "");
-  g_free(child_out);
-  g_free(child_err);
-  r.ok = r.error.empty();
-  return r;
+  return gpufan_bench::RunChild(args);
 }
 
 struct Config {
@@ -610,11 +555,7 @@ struct Config {
   std::vector<RunResult> runs;
 
   std::vector<double> Ones(const char *key) const {
-    std::vector<double> v;
-    for (const RunResult& r : runs)
-      if (r.ok)
-        v.push_back(r.One(key));
-    return v;
+    return gpufan_bench::OkValues(runs, key);
   }
   double MedianOf(const char *key) const { return Median(Ones(key)); }
   // Over every stream of every run.
@@ -628,15 +569,9 @@ struct Config {
   // Per stream: the median over the runs.
   std::vector<double> PerStream(const char *key) const {
     std::vector<double> out;
-    for (guint k = 0; k < spec.streams; ++k) {
-      std::vector<double> v;
-      for (const RunResult& r : runs) {
-        const std::vector<double> m = r.Many(key);
-        if (r.ok && k < m.size())
-          v.push_back(m[k]);
-      }
+    for (const std::vector<double>& v :
+         gpufan_bench::PerIndexValues(runs, key, spec.streams))
       out.push_back(Median(v));
-    }
     return out;
   }
 };
@@ -850,27 +785,17 @@ int main(int argc, char **argv) {
                 c.Total("frames-in"));
       g_print("\n");
 
+      // Scalars as numbers, per-stream figures as arrays.
+      auto per_stream = [](const std::string& key) {
+        return key.rfind("stats-", 0) == 0 || key == "window-fps" ||
+               key == "run-fps" || key.rfind("latency-", 0) == 0 ||
+               key.rfind("frames-", 0) == 0 || key.rfind("first-", 0) == 0 ||
+               key == "last-out-ms" || key == "reordered" || key == "lost" ||
+               key == "unmatched";
+      };
       std::vector<std::string> runs;
-      for (const RunResult& r : c.runs) {
-        JsonObject o;
-        o.Bool("ok", r.ok);
-        if (!r.error.empty())
-          o.Str("error", r.error);
-        for (const auto& [key, values] : r.f) {
-          std::string k = key;
-          std::replace(k.begin(), k.end(), '-', '_');
-          // Scalars as numbers, per-stream figures as arrays.
-          const bool scalar =
-              values.size() == 1 && key.rfind("stats-", 0) != 0 &&
-              key != "window-fps" && key != "run-fps" &&
-              key.rfind("latency-", 0) != 0 && key.rfind("frames-", 0) != 0 &&
-              key.rfind("first-", 0) != 0 && key != "last-out-ms" &&
-              key != "first-missing" && key != "reordered" && key != "lost" &&
-              key != "unmatched";
-          o.Raw(k, scalar ? JsonNumber(values[0]) : JsonArray(values));
-        }
-        runs.push_back(o.str());
-      }
+      for (const RunResult& r : c.runs)
+        runs.push_back(gpufan_bench::RunJson(r, per_stream).str());
       bool ordered = !c.runs.empty();
       for (const RunResult& r : c.runs)
         ordered = ordered && r.ok;
@@ -927,12 +852,8 @@ int main(int argc, char **argv) {
   g_print("load average: %.2f before, %.2f after\n", load_before, load_after);
 
   if (json) {
-    JsonObject machine;
-    machine.Num("nproc", sysconf(_SC_NPROCESSORS_ONLN))
-        .Str("cpu", gpufan_util::CpuModel())
-        .Str("gstreamer", gpufan_util::GstVersion())
-        .Num("load_before", load_before)
-        .Num("load_after", load_after);
+    const JsonObject machine =
+        gpufan_bench::MachineJson(load_before, load_after);
     JsonObject root;
     root.Str("mode", mode)
         .Num("reps", n_reps)
@@ -944,13 +865,8 @@ int main(int argc, char **argv) {
         .Bool("ok", all_ok)
         .Raw("machine", machine.str())
         .Raw("variants", JoinJson(json_variants, "    "));
-    FILE *f = gpufan_json::OpenJsonFile(json);
-    if (!f)
+    if (!gpufan_json::WriteJsonFile(json, root.str()))
       return 1;
-    std::fprintf(f, "%s\n", root.str().c_str());
-    if (!gpufan_json::CloseJsonFile(f, json))
-      return 1;
-    g_print("wrote %s\n", json);
   }
   g_free(json);
   return all_ok ? 0 : 1;

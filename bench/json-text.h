@@ -116,4 +116,17 @@ inline bool CloseJsonFile(FILE *out, const std::string& path) {
   return true;
 }
 
+// Writes `text` and a newline to `path`, and says so on stdout; false, the
+// reason said on stderr, when it cannot.
+inline bool WriteJsonFile(const std::string& path, const std::string& text) {
+  FILE *out = OpenJsonFile(path);
+  if (out == nullptr)
+    return false;
+  std::fprintf(out, "%s\n", text.c_str());
+  if (!CloseJsonFile(out, path))
+    return false;
+  std::printf("wrote %s\n", path.c_str());
+  return true;
+}
+
 }  // namespace gpufan_json
