@@ -201,13 +201,17 @@ Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& loads,
   // before it returns one (an encoder's look-ahead). A single lane has
   // nothing to choose from: it always takes its queue's worth.
   view_.assign(loads.begin(), loads.end());
+  awaiting_sample_.assign(view_.size(), false);
   const auto eligible = std::count_if(
       view_.begin(), view_.end(), [](const LaneLoad& l) { return l.eligible; });
-  for (LaneLoad& l : view_) {
-    if (eligible > 1 && l.service_ns <= 0 && l.outstanding > 0 &&
+  for (size_t i = 0; i < view_.size(); ++i) {
+    LaneLoad& l = view_[i];
+    if (eligible > 1 && l.has_room && l.service_ns <= 0 && l.outstanding > 0 &&
         !(l.head_started_ns >= 0 &&
-          now_ns - l.head_started_ns >= kFirstSampleWaitNs))
+          now_ns - l.head_started_ns >= kFirstSampleWaitNs)) {
       l.has_room = false;
+      awaiting_sample_[i] = true;
+    }
     // A lane with an item in progress and one behind it never runs dry; a
     // deeper queue only holds items back if the lane slows down. Lanes of
     // microseconds keep their queue (it batches the hand-overs).
@@ -244,11 +248,23 @@ Pick Scheduler::ChooseAdaptive(const std::vector<LaneLoad>& loads,
   // that lane's current item, at most one service time.
   int64_t best_if_waiting = std::numeric_limits<int64_t>::max();
   ties_.clear();
-  for (const LaneLoad& l : lanes) {
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const LaneLoad& l = lanes[i];
     if (!l.eligible)
       continue;
     any_eligible = true;
     const int64_t score = ExpectedCompletionNs(l, now_ns, fallback);
+    if (awaiting_sample_[i]) {
+      // Not full: it waits only for its first sample, and the item would go
+      // right behind what it holds. So it finishes the item at `score`, no
+      // slot to wait for (a lane of long items, a chunk lane, that started
+      // a moment after another is not passed over for its first sample).
+      if (now_ns < StopWaitingAtNs(l.head_started_ns >= 0 ? l.head_started_ns
+                                                          : l.head_ready_ns,
+                                   fallback))
+        best_if_waiting = std::min(best_if_waiting, score);
+      continue;
+    }
     if (!l.has_room) {
       // Only a lane that is not stalled: it must never hold up the others.
       // Its head has started, or is about to (the worker takes it as soon as

@@ -166,6 +166,9 @@ class GPUFAN_API Scheduler {
   std::vector<std::pair<uint32_t, double>> wrr_current_;  // lane id -> credit
   std::vector<uint32_t> ties_;  // scratch for the picks, reused
   std::vector<LaneLoad> view_;  // kAdaptive's view of the lanes, reused
+  // kAdaptive: view_[i] has no room only until its first sample comes back
+  // (its queue is not full), reused
+  std::vector<bool> awaiting_sample_;
 };
 
 }  // namespace gpufan

@@ -380,6 +380,35 @@ TEST(Adaptive, AnUnknownLaneTakesOneItemUntilItsFirstSample) {
   EXPECT_EQ(s.Choose(lanes, Scheduler::kFirstSampleWaitNs).lane, 1u);
 }
 
+// Chunk lanes: two long items start a moment apart. The first lane's comes
+// back and that lane takes the next item; the one after goes to the second
+// lane (whose first item is about to come back), not behind the first
+// lane's again: waiting for a first sample costs no extra slot.
+TEST(Adaptive, ALaneAwaitingItsFirstSampleIsNotPassedOverForALongItem) {
+  constexpr int64_t kChunk = 60 * kMs;
+  Scheduler s(Policy::kAdaptive);
+  auto lanes = Lanes({0, 1});
+  lanes[0].service_ns = kChunk;  // its first chunk came back at 60 ms
+  lanes[0].outstanding = 1;      // and the next started at once
+  lanes[0].head_started_ns = kChunk;
+  lanes[1].outstanding = 1;  // started 2 ms after lane 0's first
+  lanes[1].head_started_ns = 2 * kMs;
+  // Lane 0 would finish the item at 180 ms, lane 1 (assumed as fast) at
+  // 122 ms: wait for lane 1's sample.
+  EXPECT_EQ(s.Choose(lanes, kChunk + kMs).status, PickStatus::kWait);
+  // Its sample came (after 60 ms): it takes the item.
+  lanes[1].outstanding = 0;
+  lanes[1].head_started_ns = -1;
+  lanes[1].service_ns = kChunk;
+  EXPECT_EQ(s.Choose(lanes, 62 * kMs).lane, 1u);
+  // A lane far slower than assumed is waited for no longer than twice the
+  // known lanes' time since its item started.
+  lanes[1].outstanding = 1;
+  lanes[1].head_started_ns = 2 * kMs;
+  lanes[1].service_ns = 0;
+  EXPECT_EQ(s.Choose(lanes, 2 * kMs + 2 * kChunk + kMs).lane, 0u);
+}
+
 TEST(Adaptive, EqualIdleLanesRotate) {
   Scheduler s(Policy::kAdaptive);
   auto lanes = Lanes({0, 1, 2});
