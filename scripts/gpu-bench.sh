@@ -20,7 +20,10 @@
 #     720p I420 ! cudadownload) over 3,000 frames (--frames) on 1, 2 and 4
 #     lanes against the same branch without gpufan;
 #   - NVDEC frames in CUDA memory through 1 and 2 lanes of cudaconvertscale
-#     against the plain chain (nvh264dec ! cudaconvertscale ! fakesink).
+#     against the plain chain (nvh264dec ! cudaconvertscale ! fakesink);
+#   - where the time goes: one traced run of the chunk lanes at the NVDEC
+#     count (GPUFAN_TRACE): each lane's time split, and DIR/trace-chunk-N.json
+#     for bench/trace-timeline.py.
 #
 # How a figure is computed. gst-launch prints "Execution ended after T": the
 # time from PLAYING to EOS. T leaves out loading the plugins and prerolling
@@ -352,6 +355,56 @@ for mem in CUDA system; do
       "chunk_lanes $n $caps" "$cf" "$clip" $((cf * repeat)) "$long_clip"
   done
 done
+dry_header "where the time goes"
+# One more run of the chunk lanes at the NVDEC count, CUDA memory out, with
+# gpufan's trace (GPUFAN_TRACE, trace-event JSON): each lane's time split
+# (push into the branch, idle, settle, query, output) goes into the report,
+# and bench/trace-timeline.py draws the file as a timeline (where matplotlib
+# is: it may not be on the GPU machine).
+trace_file="" trace_note=""
+trace_desc=$(chunk_lanes "$nvdec" "$cuda_caps" "$long_clip")
+if ((dry_run)); then
+  printf 'GPUFAN_TRACE=%s/trace-chunk-%s.json gst-launch-1.0 %s\n' "$out" "$nvdec" "$trace_desc"
+else
+  # shellcheck disable=SC2086  # one word per element
+  trace_note=$(missing_of filesrc h264parse gpufanout gpufanin ${dec%% *} fakesink)
+  if [[ -z $trace_note ]] && ((SECONDS >= budget_end)); then
+    trace_note="the time budget (--budget $budget s) was spent"
+  fi
+  if [[ -z $trace_note ]]; then
+    export GPUFAN_TRACE=$out/trace-chunk-$nvdec.json
+    if gst_run "$out/logs/trace-chunk-$nvdec.log" "$trace_desc"; then
+      trace_file=$GPUFAN_TRACE
+    else
+      trace_note=$run_error
+    fi
+    unset GPUFAN_TRACE
+  fi
+fi
+# TRACE: per lane, the share of the traced time each kind of span took.
+trace_split() {
+  awk '/"ph":"X"/ {
+      match($0, /"name":"[^"]*"/); name = substr($0, RSTART + 8, RLENGTH - 9)
+      if (name == "chunk") next
+      match($0, /"tid":[0-9]+/); tid = substr($0, RSTART + 6, RLENGTH - 6) + 0
+      match($0, /"ts":[0-9.]+/); ts = substr($0, RSTART + 5, RLENGTH - 5) + 0
+      match($0, /"dur":[0-9.]+/); dur = substr($0, RSTART + 6, RLENGTH - 6) + 0
+      lane = int((tid - 1) / 2); lanes[lane] = 1; sum[lane, name] += dur
+      if (first == "" || ts < first) first = ts
+      if (ts + dur > last) last = ts + dur
+    }
+    END {
+      if (last <= first) exit
+      n = split("push idle settle query output", kind, " ")
+      for (l in lanes) {
+        line = sprintf("  lane %d:", l)
+        for (i = 1; i <= n; i++)
+          line = line sprintf(" %s %.1f%%", kind[i], 100 * sum[l, kind[i]] / (last - first))
+        print line
+      }
+    }' "$1" | sort -t: -k1,1V
+}
+
 dry_header "frame mode"
 fshort=$((frames / 10))
 define frame-plain frame "frame mode: GPU branch, no gpufan" "" ""
@@ -400,6 +453,14 @@ measured=0
     printf '%-46s %9s %7s %-24s %-13s %7ss  %s\n' "${label[$k]}" "${fps[$k]}" "$x" "$vs" \
       "${goal[$k]:+>=${goal[$k]} $met}" "${startup[$k]}" "${fps_runs[$k]}"
   done
+  echo
+  echo "where the time goes: chunk lanes: $nvdec, CUDA memory out (share of the traced time; docs/elements.md)"
+  if [[ -n $trace_file ]]; then
+    trace_split "$trace_file"
+    echo "  trace: $trace_file (python3 bench/trace-timeline.py TRACE OUT.png, or ui.perfetto.dev)"
+  else
+    echo "  not traced: $trace_note"
+  fi
 } >"$out/bench.txt"
 
 num_or_null() { if [[ -n ${1:-} ]]; then printf '%s' "$1"; else printf null; fi; }
@@ -413,6 +474,7 @@ num_or_null() { if [[ -n ${1:-} ]]; then printf '%s' "$1"; else printf null; fi;
   printf '  "cpu_stand_in": %s,\n' "$( ((stand_in)) && echo true || echo false)"
   printf '  "clip": {"file": %s, "frames": %s, "repeat": %s},\n  "runs_per_figure": %s,\n' \
     "$(json_string "$(basename "$clip")")" "$clip_frames" "$repeat" "$reps"
+  printf '  "trace": %s,\n' "$(json_string "${trace_file:-not traced: $trace_note}")"
   printf '  "method": %s,\n' "$(json_string "frames/s = (frames long - frames short) / (T long - T short), T = gst-launch's PLAYING-to-EOS time; median of the runs; start-up = the short run's wall time less its frames at that rate")"
   printf '  "figures": ['
   sep=""

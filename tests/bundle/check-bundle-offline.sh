@@ -173,6 +173,16 @@ else:
     idat = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
     if len(zlib.decompress(idat)) != height * (1 + 3 * width):
         errors.append("bench.png's pixels do not fit its size")
+# the traced run: a complete trace, and each lane's time split in the table
+trace = bench.get("trace", "")
+if not trace.endswith(".json"):
+    errors.append(f"no trace: {trace}")
+else:
+    events = json.load(open(trace))["traceEvents"]
+    if not any(e.get("name") == "push" and e.get("ph") == "X" for e in events):
+        errors.append(f"{trace} has no push span")
+if "where the time goes" not in log or "lane 0: push" not in log:
+    errors.append("the table has no time split per lane")
 missing = json.load(open(f"{tmp}/bench-missing/bench.json"))["figures"]
 missing_log = open(f"{tmp}/bench-missing.log").read()
 for f in missing:
