@@ -24,7 +24,7 @@ COLORS = {
     "query": "#c44e52",
     "output": "#55a868",
 }
-TICKS = {"dispatch": "#333333", "arrive": "#55a868", "release": "#8172b3",
+TICKS = {"dispatch": "#333333", "arrive": "#17becf", "release": "#8172b3",
          "release (lost)": "#c44e52"}
 
 
