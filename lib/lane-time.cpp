@@ -133,16 +133,23 @@ static void PrintArgs(FILE *file, uint64_t seq) {
   std::fputc('}', file);
 }
 
+bool TraceWriter::BeginLineUnlocked(const char *phase, const char *name,
+                                    uint32_t track, int64_t ns) {
+  if (!BeginEventUnlocked())
+    return false;
+  std::fprintf(file_,
+               ",\n{%s,\"name\":\"%s\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32
+               ",\"ts\":",
+               phase, name, process_, track);
+  PrintUs(file_, ns - origin_ns_);
+  return true;
+}
+
 void TraceWriter::Span(uint32_t track, const char *name, int64_t start_ns,
                        int64_t end_ns, uint64_t seq) {
   std::lock_guard<Mutex> lock(mutex_);
-  if (!BeginEventUnlocked())
+  if (!BeginLineUnlocked("\"ph\":\"X\"", name, track, start_ns))
     return;
-  std::fprintf(file_,
-               ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%" PRIu32
-               ",\"tid\":%" PRIu32 ",\"ts\":",
-               name, process_, track);
-  PrintUs(file_, start_ns - origin_ns_);
   std::fputs(",\"dur\":", file_);
   PrintUs(file_, end_ns > start_ns ? end_ns - start_ns : 0);
   PrintArgs(file_, seq);
@@ -151,14 +158,8 @@ void TraceWriter::Span(uint32_t track, const char *name, int64_t start_ns,
 void TraceWriter::Instant(uint32_t track, const char *name, int64_t ns,
                           uint64_t seq) {
   std::lock_guard<Mutex> lock(mutex_);
-  if (!BeginEventUnlocked())
-    return;
-  std::fprintf(file_,
-               ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":%" PRIu32
-               ",\"tid\":%" PRIu32 ",\"ts\":",
-               name, process_, track);
-  PrintUs(file_, ns - origin_ns_);
-  PrintArgs(file_, seq);
+  if (BeginLineUnlocked("\"ph\":\"i\",\"s\":\"t\"", name, track, ns))
+    PrintArgs(file_, seq);
 }
 
 void LaneTimer::Add(LaneTime what, int64_t start_ns, int64_t end_ns,

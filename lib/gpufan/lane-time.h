@@ -77,6 +77,9 @@ class GPUFAN_API TraceWriter {
  private:
   void NameTrackUnlocked(uint32_t track, const std::string& name);
   bool BeginEventUnlocked();
+  // An event's line up to its "ts" value; false when nothing is written.
+  bool BeginLineUnlocked(const char *phase, const char *name, uint32_t track,
+                         int64_t ns);
 
   mutable Mutex mutex_;
   std::atomic<bool> enabled_{false};

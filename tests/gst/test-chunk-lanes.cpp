@@ -264,6 +264,20 @@ std::string ChunkPipeline(int frames, int lanes, int chunk,
 class ChunkLanes : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { RegisterPoolDec(); }
+
+  // Plays `p` to EOS: every lane met the others (`what` says where), and
+  // the output is every frame in order.
+  static void ExpectAllMetInOrder(LaunchedPipeline& p, int lanes, int frames,
+                                  const char *what) {
+    ASSERT_TRUE(p.ok());
+    p.Stamp("src", "src");
+    RecordLog& out = p.Record("out", "sink");
+    ASSERT_TRUE(p.PlayToEos());
+    EXPECT_TRUE(g_rendezvous.met())
+        << g_rendezvous.arrived() << " of " << lanes << " lanes " << what
+        << " while the head chunk worked";
+    EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, frames)) << out.Summary();
+  }
 };
 
 }  // namespace
@@ -280,14 +294,7 @@ TEST_P(ChunkLanes, ALaneWhosePoolIsBoundedKeepsWorkingBehindTheHead) {
     return "pool-size=" + std::to_string(kPool) +
            " meet-after=" + std::to_string(kPool + 3);
   }));
-  ASSERT_TRUE(p.ok());
-  p.Stamp("src", "src");
-  RecordLog& out = p.Record("out", "sink");
-  ASSERT_TRUE(p.PlayToEos());
-  EXPECT_TRUE(g_rendezvous.met())
-      << g_rendezvous.arrived() << " of " << lanes
-      << " lanes got past their pool's size while the head chunk worked";
-  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, frames)) << out.Summary();
+  ExpectAllMetInOrder(p, lanes, frames, "got past their pool's size");
 }
 
 // (b) A chunk's start does not wait for the lane's earlier chunks to leave
@@ -305,14 +312,7 @@ TEST_P(ChunkLanes, AChunkStartDoesNotWaitForTheWindow) {
     return std::string("query-each-chunk=true meet-after=") +
            std::to_string(i == 0 ? 4 : kChunk + 2);
   }));
-  ASSERT_TRUE(p.ok());
-  p.Stamp("src", "src");
-  RecordLog& out = p.Record("out", "sink");
-  ASSERT_TRUE(p.PlayToEos());
-  EXPECT_TRUE(g_rendezvous.met())
-      << g_rendezvous.arrived() << " of " << lanes
-      << " lanes reached their rendezvous while the head chunk worked";
-  EXPECT_TRUE(IsSequence(out.BufferIndices(), 0, frames)) << out.Summary();
+  ExpectAllMetInOrder(p, lanes, frames, "reached their rendezvous");
   for (int i = 1; i < lanes; i++) {
     const std::string name = "d" + std::to_string(i);
     auto *d = reinterpret_cast<PoolDec *>(p.element(name.c_str()));
