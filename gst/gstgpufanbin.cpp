@@ -470,6 +470,25 @@ bind_lane_elements (GstGpuFanBin * self, GstElement * lane, gint gpu,
   return ok;
 }
 
+/* Adds the pads of @bin's elements that are not linked, by direction. */
+static void
+count_unlinked_pads (GstBin * bin, guint * inputs, guint * outputs)
+{
+  for (GstElement * element : gst_gpufan_elements_in_bin (bin)) {
+    GstIterator * it = gst_element_iterate_pads (element);
+    GValue item = G_VALUE_INIT;
+    while (gst_iterator_next (it, &item) == GST_ITERATOR_OK) {
+      GstPad * pad = GST_PAD (g_value_get_object (&item));
+      if (!gst_pad_is_linked (pad))
+        (*(GST_PAD_IS_SRC (pad) ? outputs : inputs))++;
+      g_value_reset (&item);
+    }
+    g_value_unset (&item);
+    gst_iterator_free (it);
+    gst_object_unref (element);
+  }
+}
+
 GstElement *
 fanbin::make_lane_branch (GstGpuFanBin * self, const std::string & bound,
     guint lane_id, gint gpu, std::string * error)
@@ -485,12 +504,25 @@ fanbin::make_lane_branch (GstGpuFanBin * self, const std::string & bound,
   }
   GstPad * in = gst_element_get_static_pad (lane, "sink");
   GstPad * out = gst_element_get_static_pad (lane, "src");
-  const bool ends = in && out;
-  if (!ends)
-    *error = std::string ("The branch needs one unlinked input "
-                          "and one unlinked output (it has ")
-        + (in ? "" : "no input") + (!in && !out ? " and " : "")
-        + (out ? "" : "no output") + ")";
+  /* the bin's pads ghost one unlinked pad each way: any other is an input
+   * or output more (a tee's second branch), whose frames would go nowhere */
+  guint inputs = in ? 1 : 0, outputs = out ? 1 : 0;
+  count_unlinked_pads (GST_BIN (lane), &inputs, &outputs);
+  const bool ends = inputs == 1 && outputs == 1;
+  auto count = [] (guint n, const char * what) {
+    return n == 0 ? std::string ("no ") + what
+                  : std::to_string (n) + " " + what + "s";
+  };
+  if (!ends) {
+    std::string has;
+    if (inputs != 1)
+      has = count (inputs, "input");
+    if (outputs != 1)
+      has += (has.empty () ? "" : " and ") + count (outputs, "output");
+    *error = "The branch needs one unlinked input and one unlinked output "
+             "(it has "
+        + has + ")";
+  }
   g_clear_object (&in);
   g_clear_object (&out);
   if (!ends) {

@@ -206,10 +206,12 @@ element_pad (GstPad * at)
 /* The elements met from @from on, away from its element, nearest first;
  * the first through @peer when given (inside a link function, before the
  * pads are peers), else through @from's peer. Past an element for which
- * @stop_at is true the walk goes no further on that path. */
+ * @stop_at is true the walk goes no further on that path. The pads of a
+ * gpufanin met (as "m:sink_0") go into @fanin_pads when given. */
 static std::vector<GstElement *>
 elements_along (GstPad * from, GstPad * peer = nullptr,
-    bool (*stop_at) (GstElement *) = nullptr)
+    bool (*stop_at) (GstElement *) = nullptr,
+    std::vector<std::string> * fanin_pads = nullptr)
 {
   const bool downstream = GST_PAD_IS_SRC (from);
   std::vector<GstElement *> found;
@@ -223,6 +225,9 @@ elements_along (GstPad * from, GstPad * peer = nullptr,
                                            : gst_pad_get_peer (pad));
     gst_object_unref (pad);
     GstElement * element = into ? gst_pad_get_parent_element (into) : nullptr;
+    if (element && fanin_pads && GST_IS_GPUFAN_IN (element))
+      fanin_pads->push_back (std::string (GST_OBJECT_NAME (element)) + ":"
+          + GST_OBJECT_NAME (into));
     g_clear_object (&into);
     if (!element)
       continue;
@@ -253,6 +258,18 @@ std::vector<GstElement *>
 gst_gpufan_elements_downstream (GstPad * src, GstPad * peer)
 {
   return elements_along (src, peer);
+}
+
+void
+gst_gpufan_branch_ends (GstPad * src, std::vector<std::string> * fanin_pads,
+    std::vector<std::string> * sinks)
+{
+  for (GstElement * element : elements_along (src, nullptr, nullptr,
+          fanin_pads)) {
+    if (GST_OBJECT_FLAG_IS_SET (element, GST_ELEMENT_FLAG_SINK))
+      sinks->push_back (GST_OBJECT_NAME (element));
+    gst_object_unref (element);
+  }
 }
 
 static bool

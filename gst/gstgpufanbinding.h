@@ -45,6 +45,12 @@ GstGpuFanBinding gst_gpufan_bind_element (GstElement * element, gint gpu);
 std::vector<GstElement *> gst_gpufan_elements_downstream (GstPad * src,
     GstPad * peer = nullptr);
 
+/* Where the branch from @src ends, through bins: the gpufanin sink pads it
+ * reaches (as "m:sink_0") in @fanin_pads, the sink elements it reaches (by
+ * name) in @sinks. It goes no further than a gpufanin or a gpufanout. */
+void gst_gpufan_branch_ends (GstPad * src,
+    std::vector<std::string> * fanin_pads, std::vector<std::string> * sinks);
+
 /* The CUDA device of the nearest elements upstream of @sink (through bins)
  * that have a `cuda-device-id`, the nearest on each path, named in @who:
  * their GPU when those bound to one agree, -1 when they all take any (a

@@ -9,6 +9,33 @@
 #include "gstgpufanin-private.h"
 
 #include <string>
+#include <vector>
+
+/* A new session: each src_k pad needs a stream k (gpufanout's sink_k).
+ * One without would never get a frame, and its sink would hold the
+ * preroll forever: an error naming it. */
+static void
+check_stream_outputs (GstGpuFanIn * self,
+    const std::shared_ptr<gpufan::Session> & session, const gchar * fanout)
+{
+  std::vector<guint> missing;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+    for (auto & kv : self->priv->stream_outputs)
+      if (!session->HasStream (kv.first))
+        missing.push_back (kv.second->index);
+  }
+  for (guint index : missing) {
+    GST_ELEMENT_ERROR (self, CORE, PAD,
+        ("%s:src_%u has no stream: gpufanout '%s' has no sink_%u (stream k "
+         "enters on its sink_k and leaves on src_k); request and feed %s's "
+         "sink_%u, or release %s:src_%u",
+            GST_OBJECT_NAME (self), index, fanout, index, fanout, index,
+            GST_OBJECT_NAME (self), index),
+        ("its downstream would never get a frame, nor preroll"));
+    return; /* one is enough */
+  }
+}
 
 /* Pairs @pad with lane @lane of @session, whose gpufanout is @fanout. FALSE
  * if this fan-in already belongs to another fan-out (@conflict then says
@@ -48,8 +75,10 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     priv->cond.notify_all ();
   }
   /* outside our lock: the listener takes it */
-  if (new_session)
+  if (new_session) {
     gst_gpufan_in_listen_stream_flushes (self, session, true);
+    check_stream_outputs (self, session, fanout);
+  }
   GST_DEBUG_OBJECT (pad, "paired with lane %u of session %" G_GUINT64_FORMAT,
       lane, session->id ());
   return TRUE;

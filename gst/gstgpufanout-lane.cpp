@@ -70,9 +70,11 @@ lane_takes_items_unlocked (const LanePtr & lane)
 static void
 lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane)
 {
+  /* first: a dispatch that finds no lane once the Session knows combines
+   * the results again, and sees this change */
+  self->priv->lane_results_changed = true;
   self->priv->session->SetLaneEligible (lane->id,
       lane_takes_items_unlocked (lane));
-  self->priv->lane_results_changed = true;
   lane->cond.notify_all ();
 }
 
@@ -305,6 +307,23 @@ exclude_gpu_if_broken (GstGpuFanOut * self, const LanePtr & lane)
       ("found after lane %u failed", lane->id));
 }
 
+/* Posts `Every lane has failed (@which)` unless an error of ours went
+ * already. Either thread that finds every lane failed (the last lane's
+ * lane_fail, the chain function combining the results) returns only once
+ * the ERROR is on the bus, so it goes before the source's generic one. The
+ * lock is a leaf: nothing else is taken under it. */
+static void
+post_every_lane_failed (GstGpuFanOut * self, const std::string & which)
+{
+  static std::mutex lock;
+  std::lock_guard<std::mutex> lk (lock);
+  if (self->priv->lane_error_posted.exchange (true))
+    return;
+  GST_ELEMENT_ERROR (self, STREAM, FAILED,
+      ("Every lane has failed (%s)", which.c_str ()),
+      ("no lane is left to take frames"));
+}
+
 /* The lane's branch failed (@reason: a flow return's name, or "stalled")
  * and the lane was marked failed. It takes no more items (its result stays
  * fatal). With @replay the frames it held go to the other lanes
@@ -315,6 +334,20 @@ static void
 lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
     bool replay)
 {
+  const std::string device = lane_device (self, lane);
+  /* a lane that is not linked takes nothing either */
+  bool every_lane_failed = true;
+  for (const LanePtr & other : fanout::snapshot_lanes (self)) {
+    std::lock_guard<gpufan::Mutex> lk (other->lock);
+    every_lane_failed &= other->failed || !other->linked.load ();
+  }
+  /* First on the bus: the Session calls below wake the chain function,
+   * which returns the error upstream (where the source posts its generic
+   * one). */
+  if (every_lane_failed)
+    post_every_lane_failed (self, std::string ("the last: lane ")
+        + std::to_string (lane->id) + ", device " + device + ", " + reason);
+
   guint replayed = 0, lost = 0;
   if (replay)
     replayed = replay_lane (self, lane->id, &lost);
@@ -325,7 +358,6 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
   if (!g_str_equal (reason, "stalled"))
     exclude_gpu_if_broken (self, lane);
 
-  const std::string device = lane_device (self, lane);
   if (replay)
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
         ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
@@ -346,18 +378,6 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
               lane->id, "device", G_TYPE_STRING, device.c_str (), "reason",
               G_TYPE_STRING, reason, "replayed", G_TYPE_UINT, replayed, "lost",
               G_TYPE_UINT, lost, nullptr)));
-
-  /* a lane that is not linked takes nothing either */
-  bool every_lane_failed = true;
-  for (const LanePtr & other : fanout::snapshot_lanes (self)) {
-    std::lock_guard<gpufan::Mutex> lk (other->lock);
-    every_lane_failed &= other->failed || !other->linked.load ();
-  }
-  if (every_lane_failed && !self->priv->lane_error_posted.exchange (true))
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("Every lane has failed (the last: lane %u, device %s, %s)", lane->id,
-            device.c_str (), reason),
-        ("no lane is left to take frames"));
 }
 
 /* Marks the lane failed (its result fatal) unless it is already; TRUE when
@@ -462,9 +482,10 @@ fanout::combine_lane_results (GstGpuFanOut * self)
       || !priv->lane_results_changed.exchange (false))
     return priv->combined_result;
 
-  std::lock_guard<gpufan::Mutex> lk (priv->lanes_lock);
+  std::unique_lock<gpufan::Mutex> lk (priv->lanes_lock);
   bool any_ok = false, any_eos = false, flushing = false;
   size_t failed_lanes = 0;
+  std::string failed_ids;
   GstFlowReturn fatal = GST_FLOW_OK;
   for (auto & kv : priv->lanes) {
     GstFlowReturn r;
@@ -474,6 +495,8 @@ fanout::combine_lane_results (GstGpuFanOut * self)
       /* a lane out of service counts as gone */
       if (kv.second->failed) {
         failed_lanes++;
+        failed_ids += (failed_ids.empty () ? "" : ", ")
+            + std::to_string (kv.first);
         continue;
       }
     }
@@ -487,8 +510,9 @@ fanout::combine_lane_results (GstGpuFanOut * self)
       fatal = r;
   }
   GstFlowReturn combined;
-  if (failed_lanes > 0 && !any_ok && !flushing && fatal == GST_FLOW_OK
-      && !any_eos)
+  const bool every_lane_failed = failed_lanes > 0 && !any_ok && !flushing
+      && fatal == GST_FLOW_OK && !any_eos;
+  if (every_lane_failed)
     combined = GST_FLOW_ERROR; /* every lane failed or is not linked */
   else if (priv->lanes.empty ())
     combined = GST_FLOW_NOT_LINKED;
@@ -501,6 +525,11 @@ fanout::combine_lane_results (GstGpuFanOut * self)
   else
     combined = any_eos ? GST_FLOW_EOS : GST_FLOW_NOT_LINKED;
   priv->combined_result = combined;
+  lk.unlock ();
+  /* the last lane's lane_fail may not have posted yet: the error upstream
+   * is ours, and our ERROR goes before the source's */
+  if (every_lane_failed)
+    post_every_lane_failed (self, "lanes " + failed_ids);
   return combined;
 }
 

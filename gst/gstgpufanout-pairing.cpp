@@ -7,6 +7,11 @@
 
 #include "gstgpufanout-private.h"
 
+#include <string>
+#include <vector>
+
+#include "gstgpufanbinding.h"
+
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
 using namespace fanout;
@@ -47,6 +52,48 @@ fanout::reprobe_joining_lanes (GstGpuFanOut * self)
   }
 }
 
+/* A probed lane whose branch cannot work, whatever comes later: it reaches
+ * several gpufanin sink pads (a tee), or it ends at a sink beside the
+ * fan-in that claimed other lanes (a joining lane gets no items while a
+ * claimed one can take them: that sink would never preroll). Posts the
+ * error, naming the lane's pad, and returns FALSE. A branch that ends
+ * nowhere yet stays joining: it may be completed while playing. */
+static gboolean
+check_lane_branch (GstGpuFanOut * self, const LanePtr & lane, bool claimed,
+    bool others_claimed)
+{
+  std::vector<std::string> fanin_pads, sinks;
+  gst_gpufan_branch_ends (lane->pad, &fanin_pads, &sinks);
+  auto joined = [] (const std::vector<std::string> & names) {
+    std::string all;
+    for (const std::string & name : names)
+      all += (all.empty () ? "" : ", ") + name;
+    return all;
+  };
+  if (fanin_pads.size () > 1) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Lane %u's branch (%s:%s) ends at %u gpufanin sink pads (%s): a "
+         "lane's branch must have one output; give each output its own lane "
+         "(a src pad of the fan-out)",
+            lane->id, GST_DEBUG_PAD_NAME (lane->pad),
+            (guint)fanin_pads.size (), joined (fanin_pads).c_str ()),
+        ("a tee in the branch? each sink pad of a gpufanin takes one lane"));
+    return FALSE;
+  }
+  if (!claimed && others_claimed && fanin_pads.empty () && !sinks.empty ()) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Lane %u's branch (%s:%s) ends at %s, not at the gpufanin that the "
+         "other lanes reach: link it to a sink pad of that gpufanin, or "
+         "release %s:%s",
+            lane->id, GST_DEBUG_PAD_NAME (lane->pad), joined (sinks).c_str (),
+            GST_DEBUG_PAD_NAME (lane->pad)),
+        ("a lane no gpufanin claims gets no frames while others can take "
+         "them, so its sink would never preroll"));
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Before a lane's first item (and after a relink or a new stream), ask its
  * branch whether a gpufanin is at the end; the fan-in claims the lane. */
 gboolean
@@ -58,9 +105,11 @@ fanout::probe_lanes (GstGpuFanOut * self)
   if (!priv->probe_pending.load () || !priv->probe_pending.exchange (false))
     return TRUE;
   gboolean bound = TRUE;
+  std::vector<LanePtr> probed;
   for (const LanePtr & lane : snapshot_lanes (self)) {
     if (!lane->needs_probe.exchange (false))
       continue;
+    probed.push_back (lane);
     if (priv->session->IsLaneClaimed (lane->id))
       continue;
     GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id,
@@ -74,6 +123,16 @@ fanout::probe_lanes (GstGpuFanOut * self)
      * before its first item (one bound at the start says nothing again) */
     if (claimed && bound)
       bound = bind_lane_branch (self, lane);
+  }
+  /* after every probe: whether other lanes are claimed is known now */
+  bool any_claimed = false;
+  for (const LanePtr & lane : snapshot_lanes (self))
+    any_claimed |= priv->session->IsLaneClaimed (lane->id);
+  for (const LanePtr & lane : probed) {
+    if (!bound)
+      break;
+    const bool claimed = priv->session->IsLaneClaimed (lane->id);
+    bound = check_lane_branch (self, lane, claimed, any_claimed);
   }
   return bound;
 }

@@ -57,6 +57,11 @@ bool Session::HasStreams() const {
   return !streams_.empty();
 }
 
+bool Session::HasStream(uint32_t stream) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return streams_.count(stream) > 0;
+}
+
 bool Session::StreamMayDispatchUnlocked(uint32_t stream) const {
   if (stream == kMainStream)
     return true;

@@ -309,6 +309,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // The fan-out dropped one of the stream's frames before dispatch (leaky).
   void CountLeakyDrop(uint32_t stream);
   bool HasStreams() const;
+  // The stream was added (AddStream, or a dispatch of it) and not removed.
+  bool HasStream(uint32_t stream) const;
 
   // --- chunk mode: one item stands for a run of frames ---
   // Item `seq` of `lane` made progress (its lane took a frame of it, or

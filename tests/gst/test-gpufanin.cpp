@@ -1113,6 +1113,48 @@ TEST(GpuFaninErrors, LanesWithDifferentCapsForTheSameInputPostAnError) {
       << rig.bus().ErrorsText();
 }
 
+namespace {
+
+// Plays a launch line and expects its first ERROR, within a deadline that
+// only a hang reaches, to hold `expected` (never EOS, never a hang).
+void ExpectFirstError(const std::string& description,
+                      const std::string& expected) {
+  SCOPED_TRACE(description);
+  LaunchedPipeline p(description);
+  ASSERT_TRUE(p.ok());
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  GstMessage *m = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(m, nullptr) << "no EOS nor ERROR: the pipeline hangs";
+  ASSERT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR);
+  EXPECT_NE(BusLog::ErrorText(m).find(expected), std::string::npos)
+      << BusLog::ErrorText(m);
+  EXPECT_TRUE(p.Stop());
+}
+
+}  // namespace
+
+// A lane that ends at a plain sink beside the fan-in would never get a frame
+// (the fan-in claims the other lanes) and its sink would hold the preroll:
+// an error naming the lane's pad before the first frame, not a hang.
+TEST(GpuFaninErrors, ALaneEndingBesideTheFaninIsAnErrorNamingItsPad) {
+  ExpectFirstError(
+      "videotestsrc num-buffers=100 ! gpufanout name=f devices=cpu "
+      "gpufanin name=m ! fakesink  f.src_0 ! m.sink_0 "
+      "f.src_1 ! queue ! fakesink name=beside",
+      "Lane 1's branch (f:src_1) ends at beside, not at the gpufanin that "
+      "the other lanes reach: link it to a sink pad of that gpufanin, or "
+      "release f:src_1");
+}
+
+// A tee in a lane with an output into each of two fan-in pads.
+TEST(GpuFaninErrors, ALaneWithTwoOutputsIntoTheFaninIsAnError) {
+  ExpectFirstError(
+      "videotestsrc num-buffers=100 ! gpufanout name=f devices=cpu "
+      "gpufanin name=m ! fakesink  f.src_0 ! tee name=t "
+      "t. ! queue ! m.sink_0  t. ! queue ! m.sink_1",
+      "Lane 0's branch (f:src_0) ends at 2 gpufanin sink pads");
+}
+
 // -------------------------------------------------------- generic states ---
 
 TEST(GpuFaninStates, StateCyclesWithAndWithoutPads) {

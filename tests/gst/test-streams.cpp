@@ -511,6 +511,27 @@ TEST(Streams, DataOnBothKindsOfSinkPadIsAnError) {
   EXPECT_TRUE(rig.Stop());
 }
 
+// A src_k that no stream k feeds would never get a frame, and its sink
+// would hold the preroll: an error naming the pad, not a hang.
+TEST(Streams, ASrcPadWithoutItsStreamIsAnErrorNamingIt) {
+  const std::string caps = "video/x-raw,width=16,height=16,framerate=30/1";
+  LaunchedPipeline p(
+      "gpufanout name=f devices=cpu gpufanin name=m  f.src_0 ! m.sink_0  "
+      "f.src_1 ! m.sink_1  videotestsrc num-buffers=30 ! " +
+      caps + " ! f.sink_0  m.src_0 ! fakesink  videotestsrc num-buffers=30 ! " +
+      caps + " ! f.sink_1  m.src_1 ! fakesink  m.src_5 ! fakesink");
+  ASSERT_TRUE(p.ok());
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  GstMessage *m = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(m, nullptr) << "no EOS nor ERROR: the pipeline hangs";
+  ASSERT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR);
+  EXPECT_NE(BusLog::ErrorText(m).find(
+                "m:src_5 has no stream: gpufanout 'f' has no sink_5"),
+            std::string::npos)
+      << BusLog::ErrorText(m);
+  EXPECT_TRUE(p.Stop());
+}
+
 TEST(Streams, ALeakyStreamDropsWhatWaitsLongerThanItsDuration) {
   StreamsRig rig(2, 1, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
