@@ -76,26 +76,61 @@ fanout::chunk_forget (GstGpuFanOut * self)
   chunk.skip_to_keyframe = false;
 }
 
+/* Whether a chunk starting at @obj decodes on its own (keyframes mode): see
+ * gstgpufanout-cut.cpp. The rule follows the input caps. */
 static bool
-is_keyframe (GstMiniObject * obj)
+is_keyframe (GstGpuFanOut * self, GstMiniObject * obj)
 {
-  return GST_IS_BUFFER (obj)
-      && !GST_BUFFER_FLAG_IS_SET (GST_BUFFER_CAST (obj),
-          GST_BUFFER_FLAG_DELTA_UNIT);
+  if (!GST_IS_BUFFER (obj))
+    return false;
+  auto & chunk = self->priv->chunk;
+  const guint32 epoch = self->priv->caps_epoch.load ();
+  if (chunk.cut_epoch != epoch) {
+    GstCaps * caps = gst_pad_get_current_caps (self->sinkpad);
+    chunk.cut = cut_rule_from_caps (caps);
+    gst_clear_caps (&caps);
+    chunk.cut_epoch = epoch;
+    chunk.no_cut_warned = false;
+  }
+  return is_clean_cut (chunk.cut, GST_BUFFER_CAST (obj));
 }
+
+/* A chunk this long that passed a keyframe which is no clean cut is worth
+ * a warning (not a closed GOP that is merely longer than chunk-frames). */
+static constexpr guint kNoCutWarnChunks = 4;
 
 /* Where the open chunk ends before @obj. */
 static bool
 chunk_ends_before (GstGpuFanOut * self, GstMiniObject * obj)
 {
-  const guint frames = self->priv->chunk.frames;
+  auto & chunk = self->priv->chunk;
+  const guint frames = chunk.frames;
   const guint wanted = self->priv->chunk_frames.load ();
   if (frames < wanted)
     return false;
   if (self->priv->chunk_mode.load () == GST_GPUFAN_CHUNK_FRAMES)
     return true;
   /* keyframes: only where the next one can be decoded on its own */
-  return is_keyframe (obj);
+  if (is_keyframe (self, obj))
+    return true;
+  /* a keyframe that is no clean cut (an open GOP's) in a chunk already
+   * long: the chunk grows, which is correct but parallel only as far as
+   * clean cuts allow */
+  if (GST_IS_BUFFER (obj) && !chunk.no_cut_warned
+      && frames >= kNoCutWarnChunks * (guint64)wanted
+      && !GST_BUFFER_FLAG_IS_SET (GST_BUFFER_CAST (obj),
+          GST_BUFFER_FLAG_DELTA_UNIT)) {
+    chunk.no_cut_warned = true;
+    GST_ELEMENT_WARNING (self, STREAM, FORMAT,
+        ("No clean cut point in %u frames: chunks grow longer", frames),
+        ("chunk=keyframes cuts only where a chunk decodes on its own (an "
+         "IDR picture for H.264/H.265; an open GOP's I picture or an "
+         "H.265 CRA is not one). Encode closed GOPs with IDRs at most "
+         "chunk-frames apart for parallel chunks (x264enc: key-int-max, "
+         "and no open-gop=1 in option-string; x265enc: "
+         "option-string=open-gop=0:keyint=N); output stays correct"));
+  }
+  return false;
 }
 
 /* A lane's queue holds up to two chunks' worth: the lane works on one while
@@ -179,7 +214,7 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
   if (chunk.lane && chunk_ends_before (self, obj))
     chunk_close (self);
   if (chunk.skip_to_keyframe) {
-    if (!is_keyframe (obj)) {
+    if (!is_keyframe (self, obj)) {
       gst_mini_object_unref (obj);
       return GST_FLOW_OK;
     }
@@ -244,7 +279,7 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
             "lane %u stalled: chunk %" G_GUINT64_FORMAT " ends early", lane->id,
             chunk.seq);
         chunk_close (self);
-        if (keyframes && !is_keyframe (obj)) {
+        if (keyframes && !is_keyframe (self, obj)) {
           chunk.skip_to_keyframe = true;
           gst_mini_object_unref (item.Steal ());
           return GST_FLOW_OK;
@@ -262,7 +297,7 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
         }
         /* the lane went away mid-chunk: nothing decodes before the next
          * keyframe */
-        if (keyframes && !first && !is_keyframe (obj)) {
+        if (keyframes && !first && !is_keyframe (self, obj)) {
           chunk.skip_to_keyframe = true;
           gst_mini_object_unref (item.Steal ());
           return GST_FLOW_OK;

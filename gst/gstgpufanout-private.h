@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gpufan/cuda.h"
+#include "gpufan/cut-point.h"
 #include "gpufan/device.h"
 #include "gpufan/mutex.h"
 #include "gpufan/placement.h"
@@ -135,6 +136,15 @@ enum class ItemKind {
    * and the chunk's end, where the worker drains the branch */
   kChunkBuffer,
   kChunkEnd,
+};
+
+/* What a clean cut is in keyframes mode (gstgpufanout-cut.cpp): for
+ * H.264/H.265 in access units, an IDR found by scanning the buffer
+ * (nal_length_size 0: start codes; else length prefixes of that size);
+ * kOther: a buffer without DELTA_UNIT. */
+struct CutRule {
+  gpufan::VideoCodec codec = gpufan::VideoCodec::kOther;
+  guint nal_length_size = 0;
 };
 
 /* Where a lane is in its life. Only kRunning takes items. */
@@ -439,6 +449,12 @@ struct GstGpuFanOutPrivate {
     /* keyframes mode: the rest of a chunk whose lane stalled is dropped up
      * to the next keyframe (nothing decodes without it) */
     bool skip_to_keyframe = false;
+    /* keyframes mode: what a clean cut is for the caps of caps_epoch
+     * cut_epoch (gstgpufanout-cut.cpp), and whether the "no clean cut"
+     * warning was posted for them */
+    fanout::CutRule cut;
+    guint32 cut_epoch = G_MAXUINT32;
+    bool no_cut_warned = false;
   } chunk;
 
   std::atomic<guint32> caps_epoch{ 0 };
@@ -635,6 +651,11 @@ bool lane_takes_replay (const LanePtr & lane, guint64 seq);
 
 /* Chunk mode (gstgpufanout-chunk.cpp) */
 bool chunk_mode_on (GstGpuFanOut * self);
+/* Where keyframes mode may cut (gstgpufanout-cut.cpp): H.264/H.265 in
+ * access units at IDR pictures only (found by scanning the buffer), other
+ * caps at buffers without DELTA_UNIT. */
+CutRule cut_rule_from_caps (GstCaps * caps);
+bool is_clean_cut (const CutRule & rule, GstBuffer * buffer);
 /* The chain function's part: @buffer (or a GAP event) into the open chunk,
  * opening one where a chunk ends. */
 GstFlowReturn chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj);
