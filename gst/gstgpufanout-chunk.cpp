@@ -61,16 +61,26 @@ fanout::chunk_close (GstGpuFanOut * self)
       chunk.seq, chunk.frames);
   /* a lane that stopped meanwhile has nothing to drain: a flush or its
    * removal settled the chunk */
-  lane_enqueue (chunk.lane, std::move (end));
+  {
+    /* its end queued, the lane's queue ends at a boundary again: chunks
+     * may move there (gstgpufanout-chunk-move.cpp) */
+    std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
+    lane_enqueue (chunk.lane, std::move (end));
+    std::lock_guard<gpufan::Mutex> lk (chunk.lane->lock);
+    chunk.lane->chunk_open = false;
+  }
   /* its drain starts a fresh stretch of stall-timeout */
   self->priv->session->NoteProgress (chunk.lane->id, chunk.seq);
   chunk.lane = nullptr;
+  chunk_run_pending_moves (self);
 }
 
 void
 fanout::chunk_forget (GstGpuFanOut * self)
 {
   auto & chunk = self->priv->chunk;
+  if (chunk.lane)
+    chunk_set_open (self, chunk.lane, false);
   chunk.lane = nullptr;
   chunk.frames = 0;
   chunk.skip_to_keyframe = false;
@@ -146,6 +156,7 @@ enum class Queued {
   kOk,
   kStalled, /* the lane is stalled and has no room for the chunk's rest */
   kStopped, /* the lane does not run (flush, deactivation, release) */
+  kMove,    /* the lane stalled and the chunk has not begun: it may move */
 };
 
 /* Queues @item on the open chunk's lane, waiting for room. Every wait ends
@@ -170,6 +181,8 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
       /* the Session's lock is a leaf under the lane's */
       if (lane->state != LaneState::kRunning || session.flushing ())
         return Queued::kStopped;
+      if (lane->stalled && !item.chunk_first && !self->priv->chunk.move_failed)
+        return Queued::kMove;
       if (lane->queue.size () < limit)
         break;
       bool stalled = false;
@@ -245,6 +258,8 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
       chunk.lane = lane;
       chunk.seq = d.seq;
       chunk.frames = 0;
+      chunk.move_failed = false;
+      chunk_set_open (self, lane, true);
       first = true;
       GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " -> lane %u", d.seq,
           d.lane);
@@ -265,11 +280,22 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
         priv->session->NoteProgress (lane->id, chunk.seq);
         maybe_post_interval_stats (self);
         return GST_FLOW_OK;
+      case Queued::kMove: {
+        /* the chunk so far goes to another lane, the rest follows it */
+        LanePtr to = chunk_move_open (self, lane, chunk.seq);
+        if (to)
+          chunk.lane = to;
+        else
+          chunk.move_failed = true;
+        obj = item.Steal ();
+        continue;
+      }
       case Queued::kStalled:
         if (first) {
           /* it never began: all of it goes to the lane the Session picks
            * now (this one only as its last resort) */
           priv->session->WithdrawItem (lane->id, chunk.seq);
+          chunk_set_open (self, lane, false);
           chunk.lane = nullptr;
           break;
         }
@@ -290,6 +316,7 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
           priv->session->WithdrawItem (lane->id, chunk.seq);
           priv->session->SetLaneEligible (lane->id, false);
         }
+        chunk_set_open (self, lane, false);
         chunk.lane = nullptr;
         if (priv->session->flushing ()) {
           gst_mini_object_unref (item.Steal ());

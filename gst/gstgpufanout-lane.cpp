@@ -128,8 +128,8 @@ fanout::lane_enqueue_in_turn (const LanePtr & lane, QueuedItem && item,
 
 /* The lane takes items, has not failed, and has not passed an event that
  * came after item @seq. */
-static bool
-lane_takes_replay_unlocked (const LanePtr & lane, guint64 seq)
+bool
+fanout::lane_takes_replay_unlocked (const LanePtr & lane, guint64 seq)
 {
   return lane_takes_items_unlocked (lane) && !lane->failed
       && lane->events_taken_through <= seq;
@@ -180,6 +180,7 @@ fanout::lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state)
     if (state == LaneState::kInactive || lane->state == LaneState::kRunning)
       lane->state = state;
     dropped.swap (lane->queue);
+    lane->chunk_moves_pending = false;
     lane_changed_unlocked (self, lane);
   }
   /* dropped items are unreffed here, outside the lock */
@@ -586,7 +587,17 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
       lane_fail (self, lane, "stalled", replay_on (self));
     return;
   }
+  if (chunk_mode_on (self)) {
+    chunk_move_off_stalled (self, lane);
+    return;
+  }
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  lane_mark_stalled_unlocked (self, lane);
+}
+
+void
+fanout::lane_mark_stalled_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+{
   if (!lane->stalled) {
     lane->stalled = true;
     lane->next_liveness = next_liveness_deadline (self);
@@ -815,6 +826,14 @@ lane_loop (gpointer user_data)
       guint64 seq = lane->last_seq;
       lk.unlock ();
       push_marker (self, lane, seq);
+      return;
+    }
+    if (chunk_begin_held_unlocked (self, lane)) {
+      /* the chunk may move to another lane: woken when it did, or when
+       * the stall listener or the chain function leaves it here */
+      lane->worker_waiting = true;
+      lane->cond.wait (lk);
+      lane->worker_waiting = false;
       return;
     }
     item = std::move (lane->queue.front ());

@@ -45,9 +45,11 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 /* Locks, outermost first (a thread holding one may take only those below):
  *   1. priv->settings_lock   device settings (properties)
  *   2. priv->lanes_lock      the lane map and each lane's placement
- *   3. Lane::lock            a lane's queue, state and condition variable
- *   4. a pad's object lock   pad properties (weight, device, task pool)
- *   5. Leaf locks, never held while taking another: Lane::staging_lock (the
+ *   3. priv->chunk_move_lock chunk mode: moving chunks off a stalled lane
+ *   4. Lane::lock            a lane's queue, state and condition variable;
+ *      only a chunk move nests two (the stalled lane's first)
+ *   5. a pad's object lock   pad properties (weight, device, task pool)
+ *   6. Leaf locks, never held while taking another: Lane::staging_lock (the
  *      lane's host pool; ALLOCATION queries read it from any thread),
  *      priv->upstream_lock (upstream event seqnums), priv->replay_lock (the
  *      frames kept for replay), and the Session's own
@@ -267,6 +269,16 @@ struct Lane {
    * a marker every stall-timeout while idle, and a drain does not wait for
    * it. Cleared when the Session no longer says so. */
   bool stalled = false;
+  /* Chunk mode, written under chunk_move_lock and `lock`: the chain
+   * function's open chunk is queued here (its end is not yet), so the
+   * queue's end is no chunk boundary; this stalled lane holds chunks that
+   * have not begun and wait for the chain function to move them (no other
+   * lane had a boundary when it stalled), and its worker begins none. */
+  bool chunk_open = false;
+  bool chunk_moves_pending = false;
+  /* stalled with the open chunk not begun: the chain function found no
+   * other lane for it, and the worker may begin it */
+  bool open_chunk_stays = false;
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   guint link_generation = 0;
@@ -440,6 +452,13 @@ struct GstGpuFanOutPrivate {
   std::atomic<bool> lane_results_changed{ true };
   GstFlowReturn combined_result = GST_FLOW_NOT_LINKED;
 
+  /* Chunk mode: whoever moves chunks off a stalled lane (the stall
+   * listener, the chain function) holds it, so that the one place where two
+   * Lane::locks nest (the stalled lane's, then its target's) has one thread
+   * at a time; and some stalled lane has chunk_moves_pending. */
+  gpufan::Mutex chunk_move_lock;
+  std::atomic<bool> chunk_moves_pending{ false };
+
   /* The chunk being filled (streaming thread only; reset by FLUSH_STOP and
    * READY->PAUSED, when no buffer flows). */
   struct {
@@ -449,6 +468,8 @@ struct GstGpuFanOutPrivate {
     /* keyframes mode: the rest of a chunk whose lane stalled is dropped up
      * to the next keyframe (nothing decodes without it) */
     bool skip_to_keyframe = false;
+    /* its lane stalled before it began, and no other lane took it */
+    bool move_failed = false;
     /* keyframes mode: what a clean cut is for the caps of caps_epoch
      * cut_epoch (gstgpufanout-cut.cpp), and whether the "no clean cut"
      * warning was posted for them */
@@ -663,6 +684,23 @@ GstFlowReturn chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj);
 void chunk_close (GstGpuFanOut * self);
 /* Forgets the open chunk (a flush dropped it). */
 void chunk_forget (GstGpuFanOut * self);
+/* The stall listener in chunk mode: marks the lane stalled, and its chunks
+ * that have not begun go to other lanes whole. */
+void chunk_move_off_stalled (GstGpuFanOut * self, const LanePtr & lane);
+/* The chain function: moves left to it (its open chunk was in the way);
+ * its open chunk @seq, not begun on stalled lane @from, to another lane
+ * (which it returns, null when none takes it); whether @lane has its open
+ * chunk. */
+void chunk_run_pending_moves (GstGpuFanOut * self);
+LanePtr chunk_move_open (GstGpuFanOut * self, const LanePtr & from,
+    guint64 seq);
+void chunk_set_open (GstGpuFanOut * self, const LanePtr & lane, bool open);
+/* The worker is not to begin the chunk at its queue's front: it may move
+ * (call with the lane lock held). */
+bool chunk_begin_held_unlocked (GstGpuFanOut * self, const LanePtr & lane);
+bool lane_takes_replay_unlocked (const LanePtr & lane, guint64 seq);
+/* The Session stalled the lane (lane_note_stalled); with its lock held. */
+void lane_mark_stalled_unlocked (GstGpuFanOut * self, const LanePtr & lane);
 /* The worker's part: a kChunkBuffer or kChunkEnd item. */
 void chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
     QueuedItem & item, GstFlowReturn result, guint link_generation);

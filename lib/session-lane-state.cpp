@@ -207,8 +207,7 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
   const uint64_t seq = window_.head_seq();
   Lane *l = FindLaneUnlocked(window_.head_lane());
   const bool lane_stalled = l && l->stalled;
-  if (!lane_stalled &&
-      now_ns - window_.head_since_ns() < config_.stall_timeout_ns)
+  if (now_ns < HeadDueUnlocked())
     return false;
   if (config_.stall_fails_lane && l && !l->failed) {
     // on-stall=replay: the lane fails instead, and the stall listener has

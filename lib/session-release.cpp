@@ -162,8 +162,17 @@ void Session::WaitOutputUnlocked(std::unique_lock<Mutex>& lock,
 
 int64_t Session::HeadDueUnlocked() const {
   auto it = lanes_.find(window_.head_lane());
-  const bool stalled = it != lanes_.end() && it->second.stalled;
-  return window_.head_since_ns() + (stalled ? 0 : config_.stall_timeout_ns);
+  bool at_once = it != lanes_.end() && it->second.stalled;
+  // Not one the fan-out moves to another lane (it has not started).
+  if (at_once && config_.moves_unstarted_on_stall) {
+    const Lane& l = it->second;
+    auto item = std::lower_bound(
+        l.outstanding.begin(), l.outstanding.end(), window_.head_seq(),
+        [](const Outstanding& o, uint64_t s) { return o.seq < s; });
+    at_once = item == l.outstanding.end() ||
+              item->seq != window_.head_seq() || item->started_ns != kNoTime;
+  }
+  return window_.head_since_ns() + (at_once ? 0 : config_.stall_timeout_ns);
 }
 
 void Session::AnnounceHeadUnlocked() {

@@ -2,6 +2,7 @@
 // Replay: a failed lane hands over the items it held, and the fan-out sends
 // them again to other lanes, so that the window still gets every one.
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "gpufan/session.h"
@@ -83,6 +84,11 @@ Dispatch Session::Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
       from->counters.replayed--;
     }
   }
+  return ReassignUnlocked(seq, pts_ns, allowed);
+}
+
+Dispatch Session::ReassignUnlocked(uint64_t seq, int64_t pts_ns,
+                                   const std::vector<uint32_t>& allowed) {
   const uint32_t lane_id = PickReplayLaneUnlocked(allowed);
   if (lane_id == kNoLane)
     return Dispatch{DispatchStatus::kNoLanes};
@@ -118,6 +124,35 @@ void Session::GiveUpReplay(uint32_t lane, uint64_t seq) {
 void Session::SetStallFailsLane(bool fails) {
   std::lock_guard<Mutex> lock(mutex_);
   config_.stall_fails_lane = fails;
+}
+
+Dispatch Session::MoveUnstarted(uint64_t seq, uint32_t from_lane,
+                                const std::vector<uint32_t>& allowed) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (flushing_)
+    return Dispatch{DispatchStatus::kFlushing};
+  Lane *from = FindLaneUnlocked(from_lane);
+  if (!from || !window_.IsPending(seq) || window_.SlotLane(seq) != from_lane)
+    return Dispatch{DispatchStatus::kGone};
+  auto it = FindOutstandingUnlocked(*from, seq);
+  if (it == from->outstanding.end() || it->started_ns != kNoTime)
+    return Dispatch{DispatchStatus::kGone};
+  std::vector<uint32_t> others;
+  std::copy_if(allowed.begin(), allowed.end(), std::back_inserter(others),
+               [from_lane](uint32_t id) { return id != from_lane; });
+  const Dispatch d = ReassignUnlocked(seq, it->pts_ns, others);
+  if (d.status != DispatchStatus::kOk)
+    return d;
+  from->outstanding.erase(FindOutstandingUnlocked(*from, seq));
+  if (from->queued > 0)
+    from->queued--;
+  from->counters.handed_over++;
+  return d;
+}
+
+void Session::SetMovesUnstartedOnStall(bool moves) {
+  std::lock_guard<Mutex> lock(mutex_);
+  config_.moves_unstarted_on_stall = moves;
 }
 
 bool Session::stall_fails_lane() const {

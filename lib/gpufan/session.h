@@ -87,6 +87,11 @@ struct SessionConfig {
   // on-stall=replay: a lane whose head waited stall-timeout fails (its items
   // are sent again, see FailLaneForReplay) instead of losing that item.
   bool stall_fails_lane = false;
+  // Chunk mode: the fan-out moves a stalled lane's items that have not
+  // started to other lanes (MoveUnstarted). Such an item is not given up as
+  // soon as it heads the window (a stalled lane's items otherwise are: they
+  // wait behind the one given up), but waits stall-timeout like any head.
+  bool moves_unstarted_on_stall = false;
 };
 
 // An item a failed lane held, to be sent again (FailLaneForReplay).
@@ -406,6 +411,14 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void GiveUpReplay(uint32_t lane, uint64_t seq);
   void SetStallFailsLane(bool fails);
   bool stall_fails_lane() const;
+  // Moves pending item `seq`, which stalled lane `from_lane` holds and has
+  // not started (MarkStarted), to the `allowed` lane expected to finish it
+  // soonest, as Redispatch does (queued out of its new lane's order; counted
+  // handed over and replayed). kGone: it started, arrived, was given up, or
+  // is not `from_lane`'s; kNoLanes: no allowed lane takes items.
+  Dispatch MoveUnstarted(uint64_t seq, uint32_t from_lane,
+                         const std::vector<uint32_t>& allowed);
+  void SetMovesUnstartedOnStall(bool moves);
   // Every item below this seq has left the window (the fan-out may forget
   // what it kept to replay them).
   uint64_t ReleasedThrough() const;
@@ -650,6 +663,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
                            std::optional<uint64_t> taken);
   // kNoLane when none of `allowed` takes items.
   uint32_t PickReplayLaneUnlocked(const std::vector<uint32_t>& allowed);
+  // Records pending item `seq` on the allowed lane PickReplayLaneUnlocked
+  // chooses, out of that lane's FIFO order, and moves its window slot there.
+  Dispatch ReassignUnlocked(uint64_t seq, int64_t pts_ns,
+                            const std::vector<uint32_t>& allowed);
   bool ExpireStalledHeadUnlocked(int64_t now_ns);
   void NotifyAllUnlocked();
   void NotifyAdmitUnlocked();
@@ -663,7 +680,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
       settle_cv_.notify_all();
   }
   // When the pending head expires: stall-timeout after it became the head,
-  // at once for a stalled lane's. Requires window_.HeadPending().
+  // at once for a stalled lane's (unless it has not started and the
+  // fan-out moves it: moves_unstarted_on_stall). Requires HeadPending().
   int64_t HeadDueUnlocked() const;
   // A head became pending: a waiting output that would sleep past its
   // deadline is woken (the generation moves).

@@ -284,6 +284,54 @@ TEST_F(SessionTest, StallClockStartsWhenAnItemBecomesHead) {
   EXPECT_EQ(b.seq, 1u);
 }
 
+// Chunk mode: a stalled lane's items that have not started are not given up
+// behind the stalled one; the fan-out moves them to another lane, with their
+// seq, and they leave in order. A started one cannot move.
+TEST_F(SessionTest, AStalledLanesUnstartedItemsMoveInsteadOfExpiring) {
+  Make(RoundRobin());
+  session_->SetMovesUnstartedOnStall(true);
+  const Dispatch a = Send(0), b = Send(1);
+  // queued, not started
+  const Dispatch c = *session_->TryDispatchItem(kNoTime);
+  const Dispatch d = Send(1);
+  ASSERT_EQ(c.lane, 0u);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  clock_->Advance(100 * kMs);
+  // a is given up and lane 0 stalls; c, not started, waits
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1"}));
+  EXPECT_TRUE(session_->IsLaneStalled(0));
+  EXPECT_EQ(session_->MoveUnstarted(a.seq, 0, {1}).status,
+            DispatchStatus::kGone);
+  const Dispatch mc = session_->MoveUnstarted(c.seq, 0, {0, 1});
+  EXPECT_EQ(mc.status, DispatchStatus::kOk);
+  EXPECT_EQ(mc.lane, 1u);
+  EXPECT_EQ(mc.seq, c.seq);
+  // lane 1 arrives d before c (c was queued behind it): c still comes
+  session_->Arrive(1, d.seq, kNoTime, P("d"));
+  EXPECT_EQ(Take(), Strings{});
+  EXPECT_EQ(session_->Arrive(1, c.seq, kNoTime, P("c")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"c@2", "d@3"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).timed_out, 1u);
+  EXPECT_EQ(Lane(s, 0).handed_over, 1u);
+  EXPECT_EQ(Lane(s, 1).replayed, 1u);
+  EXPECT_EQ(s.in_flight, 0u);
+}
+
+// Without it (frame mode), they go at once behind the stalled one.
+TEST_F(SessionTest, AStalledLanesLaterItemsExpireAtOnceInFrameMode) {
+  Make(RoundRobin());
+  const Dispatch a = Send(0), b = Send(1);
+  const Dispatch c = *session_->TryDispatchItem(kNoTime);
+  ASSERT_EQ(c.lane, 0u);
+  session_->Arrive(1, b.seq, kNoTime, P("b"));
+  clock_->Advance(100 * kMs);
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "-@2"}));
+  EXPECT_EQ(session_->MoveUnstarted(c.seq, 0, {1}).status,
+            DispatchStatus::kGone);
+}
+
 TEST_F(SessionTest, WaitOutputReturnsAtOnceWhenTheStallDeadlinePassed) {
   Make({}, 1);
   Send(0);
