@@ -254,6 +254,14 @@ is_chunk_event (GstGpuFanIn * self, GstPad * pad, GstEvent * event,
   return session && session->id () == session_id;
 }
 
+static void
+note_lane_reset (GstGpuFanIn * self, GstPad * pad)
+{
+  guint lane = 0;
+  if (std::shared_ptr<gpufan::Session> session = pad_session (self, pad, &lane))
+    session->NoteLaneReset (lane);
+}
+
 /* The chunk open on @pad ended (its drain's EOS came, or the next chunk
  * began): its output goes into the window as one item. Without an open
  * chunk (its start event was lost), an empty one settles @seq. */
@@ -351,9 +359,12 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       if (!is_chunk_event (self, pad, event, &chunk_seq))
         break;
       /* chunk mode: the drain's EOS ends the chunk; the flush that resets
-       * the branch and the force-key-unit before a chunk stay inside */
+       * the branch and the force-key-unit before a chunk stay inside (the
+       * fan-out learns that its reset got through) */
       if (GST_EVENT_TYPE (event) == GST_EVENT_EOS)
         end_chunk (self, pad, chunk_seq);
+      else if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP)
+        note_lane_reset (self, pad);
       gst_event_unref (event);
       return TRUE;
     default:

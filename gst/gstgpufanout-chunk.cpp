@@ -359,20 +359,36 @@ push_chunk_start (GstGpuFanOut * self, const LanePtr & lane,
 /* After the drain: the branch's elements saw EOS and refuse data until a
  * flush ends; the pair resets them (an encoder starts a new stream with an
  * IDR and its headers), and the segment goes again (a flush resets
- * theirs). */
+ * theirs). An element that drops flushes but passes sticky events (valve
+ * drop-mode=forward-sticky-events) passed the EOS, and the pads behind it
+ * would refuse everything from now on: when the fan-in did not get the
+ * flush, the stream-start goes again, which ends their EOS too. */
 static void
 reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
 {
-  const guint64 session_id = self->priv->session->id ();
+  gpufan::Session & session = *self->priv->session;
+  const guint64 session_id = session.id ();
   /* the flush removes it from the pad */
   GstEvent * segment
       = gst_pad_get_sticky_event (lane->pad, GST_EVENT_SEGMENT, 0);
+  const guint64 resets = session.LaneResets (lane->id);
   GstEvent * start = gst_event_new_flush_start ();
   gst_gpufan_event_set_item (start, session_id, seq);
   gst_pad_push_event (lane->pad, start);
   GstEvent * stop = gst_event_new_flush_stop (FALSE);
   gst_gpufan_event_set_item (stop, session_id, seq);
   gst_pad_push_event (lane->pad, stop);
+  if (session.LaneResets (lane->id) == resets) {
+    GstEvent * stream_start
+        = gst_pad_get_sticky_event (lane->pad, GST_EVENT_STREAM_START, 0);
+    if (stream_start) {
+      GST_DEBUG_OBJECT (lane->pad, "the fan-in did not get the reset of "
+          "chunk %" G_GUINT64_FORMAT ": stream-start again", seq);
+      /* a copy: the pad sends only a sticky event it does not hold */
+      gst_pad_push_event (lane->pad, gst_event_copy (stream_start));
+      gst_event_unref (stream_start);
+    }
+  }
   if (segment)
     gst_pad_push_event (lane->pad, segment);
 }

@@ -266,6 +266,18 @@ bool Session::IsLaneStalled(uint32_t lane) const {
   return it != lanes_.end() && it->second.stalled;
 }
 
+void Session::NoteLaneReset(uint32_t lane) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane))
+    l->resets++;
+}
+
+uint64_t Session::LaneResets(uint32_t lane) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  auto it = lanes_.find(lane);
+  return it != lanes_.end() ? it->second.resets : 0;
+}
+
 std::string Session::WhyNoLane() const {
   std::lock_guard<Mutex> lock(mutex_);
   bool any_eligible = false, any_weight = false;

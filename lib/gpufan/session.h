@@ -366,6 +366,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void AttachBefore(uint64_t seq, PayloadPtr payload);
   // The lane ended (EOS): its outstanding items are gone.
   void LaneEnded(uint32_t lane);
+  // Chunk mode: the fan-in got the flush that reset the lane's branch after
+  // a chunk; the fan-out counts them to see whether its reset got through
+  // (a branch element that drops flushes leaves the pads behind it at EOS).
+  void NoteLaneReset(uint32_t lane);
+  uint64_t LaneResets(uint32_t lane) const;
   // The fan-out took the lane out of the stream because its branch failed
   // (true), or starts it again (false). A failed lane's outstanding items are
   // given up at once; it gets no items (LaneState::kFailed) and a fan-in
@@ -547,6 +552,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     bool in_push = false;
     uint64_t pushing_seq = 0;
     // Stalled (LaneState::kStalled): why and since when.
+    // NoteLaneReset's count
+    uint64_t resets = 0;
     bool stalled = false;
     // Taken out of the stream by the fan-out (SetLaneFailed).
     bool failed = false;

@@ -477,6 +477,34 @@ TEST(ChunkHostile, AValveDroppingEverythingLosesOnlyItsFirstChunk) {
   }
 }
 
+// A valve that drops buffers but forwards sticky events passes the drains'
+// EOS and eats the resets' flushes: each of its chunks comes back empty (the
+// valve's loss) and nothing else is lost or waits.
+// (transform-to-gap: the same, with GAPs in place of the buffers.)
+TEST(ChunkHostile, AValveForwardingStickyEventsLosesOnlyWhatItDrops) {
+  for (const char *mode : {"frames", "keyframes", "gap"}) {
+    constexpr int kFrames = 200;
+    const bool gap = std::string(mode) == "gap";
+    LaunchedPipeline p(TwoLanes(
+        kFrames,
+        std::string("chunk=") + (gap ? "frames" : mode) +
+            " chunk-frames=10 policy=round-robin",
+        "identity name=b0",
+        std::string("valve drop=true drop-mode=") +
+            (gap ? "transform-to-gap" : "forward-sticky-events")));
+    ASSERT_TRUE(p.ok());
+    p.Stamp("src", "src");
+    RecordLog& b0 = p.Record("b0", "src");
+    RecordLog& out = p.Record("out", "sink");
+    ASSERT_TRUE(p.PlayToEos()) << mode;
+    const std::vector<int64_t> got = out.BufferIndices();
+    EXPECT_EQ(got, b0.BufferIndices()) << mode << Missing(got, kFrames);
+    // round-robin: lane 1 had every other chunk
+    EXPECT_EQ(got.size(), static_cast<size_t>(kFrames / 2)) << mode;
+    EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  }
+}
+
 // A lane that swallows EOS cannot be drained: each of its chunks is given up
 // after stall-timeout, in order, and the stream still ends.
 TEST(ChunkHostile, ALaneThatSwallowsTheDrainStillLetsTheStreamEnd) {
