@@ -155,7 +155,8 @@ chunk_queue_limit (GstGpuFanOut * self)
 enum class Queued {
   kOk,
   kStalled, /* the lane is stalled and has no room for the chunk's rest */
-  kStopped, /* the lane does not run (flush, deactivation, release) */
+  kStopped, /* the lane does not run (flush, deactivation, release) or
+             * failed */
   kMove,    /* the lane stalled and the chunk has not begun: it may move */
 };
 
@@ -179,7 +180,9 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
     std::unique_lock<gpufan::Mutex> lk (lane->lock);
     for (;;) {
       /* the Session's lock is a leaf under the lane's */
-      if (lane->state != LaneState::kRunning || session.flushing ())
+      /* a failed lane's worker would drop the rest of the chunk */
+      if (lane->state != LaneState::kRunning || lane->failed
+          || session.flushing ())
         return Queued::kStopped;
       if (lane->stalled && !item.chunk_first && !self->priv->chunk.move_failed)
         return Queued::kMove;
@@ -208,6 +211,10 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
       }
       lane->producer_waiting = false;
     }
+    /* its input arriving is progress (a chunk that waits for upstream is
+     * not a stalled one), and one more frame it stands for: counted before
+     * the worker can take it */
+    session.NoteChunkFrame (lane->id, item.seq);
     wake = lane->worker_waiting;
     item.woke_worker = wake && lane->queue.empty ();
     lane->queue.push_back (std::move (item));
@@ -275,9 +282,6 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
         chunk_enqueue (self, lane, std::move (item), first && d.last_resort)) {
       case Queued::kOk:
         chunk.frames++;
-        /* its input arriving is progress: a chunk that waits for upstream
-         * is not a stalled one */
-        priv->session->NoteProgress (lane->id, chunk.seq);
         maybe_post_interval_stats (self);
         return GST_FLOW_OK;
       case Queued::kMove: {
@@ -314,7 +318,9 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
       case Queued::kStopped:
         if (first) {
           priv->session->WithdrawItem (lane->id, chunk.seq);
-          priv->session->SetLaneEligible (lane->id, false);
+          /* (a failed lane is out of the Session's choice already) */
+          if (!lane_failed (lane))
+            priv->session->SetLaneEligible (lane->id, false);
         }
         chunk_set_open (self, lane, false);
         chunk.lane = nullptr;

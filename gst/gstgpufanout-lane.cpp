@@ -353,7 +353,7 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
   if (replay)
     replayed = replay_lane (self, lane->id, &lost);
   else
-    self->priv->session->SetLaneFailed (lane->id, true);
+    lost = (guint) self->priv->session->SetLaneFailed (lane->id, true);
   /* before gpufan-lane-failed: a rebuild it leads to must not land there.
    * Not after a stall: a hung GPU could hang the question too. */
   if (!g_str_equal (reason, "stalled"))
@@ -370,8 +370,9 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
   else
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
         ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
-         "frames it held are lost",
-            lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason),
+         "%u frames it held are lost",
+            lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason,
+            lost),
         ("lane %u: %s; the frames it held are given up", lane->id, reason));
   gst_element_post_message (GST_ELEMENT_CAST (self),
       gst_message_new_element (GST_OBJECT_CAST (self),

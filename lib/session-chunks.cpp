@@ -26,6 +26,16 @@ void Session::NoteProgress(uint32_t lane, uint64_t seq) {
   NoteProgressUnlocked(lane, seq);
 }
 
+void Session::NoteChunkFrame(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  NoteProgressUnlocked(lane, seq);
+  if (Lane *l = FindLaneUnlocked(lane)) {
+    auto it = FindOutstandingUnlocked(*l, seq);
+    if (it != l->outstanding.end())
+      it->frames++;
+  }
+}
+
 void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
                            uint32_t nominal) {
   std::lock_guard<Mutex> lock(mutex_);
@@ -45,6 +55,15 @@ Session::ChunkState Session::ChunkOutput(uint32_t lane, uint64_t seq) {
   if (NoteProgressUnlocked(lane, seq))
     return ChunkState::kHead;
   return window_.IsOpen(seq) ? ChunkState::kWaiting : ChunkState::kGone;
+}
+
+void Session::NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (Lane *l = FindLaneUnlocked(lane)) {
+    auto it = FindOutstandingUnlocked(*l, seq);
+    if (it != l->outstanding.end())
+      it->outputs += static_cast<uint32_t>(outputs);
+  }
 }
 
 bool Session::IsOpen(uint64_t seq) const {

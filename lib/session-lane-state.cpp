@@ -158,16 +158,27 @@ void Session::HeardFromUnlocked(Lane& lane) {
   NotifyAllUnlocked();
 }
 
-void Session::SetLaneFailed(uint32_t lane, bool failed) {
+uint64_t Session::SetLaneFailed(uint32_t lane, bool failed) {
   std::lock_guard<Mutex> lock(mutex_);
   Lane *l = FindLaneUnlocked(lane);
   if (!l)
-    return;
+    return 0;
   l->failed = failed;
+  if (!failed)
+    return 0;
+  uint64_t lost = 0;
+  for (const Outstanding& item : l->outstanding) {
+    if (!item.awaited || !window_.IsPending(item.seq))
+      continue;
+    if (item.frames == 0)
+      lost++;  // a frame
+    else if (item.frames > item.outputs)
+      lost += item.frames - item.outputs;
+  }
   // Nothing more comes out of it. The item inside the push that failed
   // counts as failed, the others as dropped.
-  if (failed)
-    DropAllOutstandingUnlocked(*l, /*push_failed=*/true);
+  DropAllOutstandingUnlocked(*l, /*push_failed=*/true);
+  return lost;
 }
 
 void Session::NoteOutputFailed() {

@@ -140,9 +140,11 @@ Dispatch Session::MoveUnstarted(uint64_t seq, uint32_t from_lane,
   std::vector<uint32_t> others;
   std::copy_if(allowed.begin(), allowed.end(), std::back_inserter(others),
                [from_lane](uint32_t id) { return id != from_lane; });
+  const uint32_t frames = it->frames;  // it has no outputs: not begun
   const Dispatch d = ReassignUnlocked(seq, it->pts_ns, others);
   if (d.status != DispatchStatus::kOk)
     return d;
+  FindOutstandingUnlocked(*FindLaneUnlocked(d.lane), seq)->frames = frames;
   from->outstanding.erase(FindOutstandingUnlocked(*from, seq));
   if (from->queued > 0)
     from->queued--;

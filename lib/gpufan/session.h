@@ -323,6 +323,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // again. A chunk is given up after stall-timeout without progress, not
   // stall-timeout after it became the head.
   void NoteProgress(uint32_t lane, uint64_t seq);
+  // Progress as NoteProgress, by one more frame that went to its lane: the
+  // chunk stands for that many frames (what SetLaneFailed counts lost).
+  void NoteChunkFrame(uint32_t lane, uint64_t seq);
   // The item stood for `units` units of work (frames) where `nominal` is
   // the usual: its service time is learned as if it had been nominal, so
   // that the policies weigh a long chunk as long.
@@ -374,8 +377,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // The fan-out took the lane out of the stream because its branch failed
   // (true), or starts it again (false). A failed lane's outstanding items are
   // given up at once; it gets no items (LaneState::kFailed) and a fan-in
-  // stops waiting for its EOS. A flush (Reset) keeps it failed.
-  void SetLaneFailed(uint32_t lane, bool failed);
+  // stops waiting for its EOS. A flush (Reset) keeps it failed. Returns the
+  // frames given up that a fan-in awaited (a chunk counts its frames less
+  // the outputs that left already, as if the branch made one per frame).
+  uint64_t SetLaneFailed(uint32_t lane, bool failed);
   bool IsLaneFailed(uint32_t lane) const;
   // The fan-in's output failed (downstream returned a fatal flow): the
   // lanes' pushes will return that error too, and it is not theirs.
@@ -468,6 +473,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     kGone,     // given up or forgotten: its output is late
   };
   ChunkState ChunkOutput(uint32_t lane, uint64_t seq);
+  // The fan-in sent `outputs` outputs of head chunk `seq` downstream before
+  // the chunk ended (what SetLaneFailed does not count lost).
+  void NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs);
   // True while item `seq` has its slot in the window.
   bool IsOpen(uint64_t seq) const;
   // Since when every item is accounted for (delivered, proven dropped or
@@ -515,6 +523,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     bool awaited = false;
     // Its service time counts this much (SetItemUnits).
     double work_scale = 1.0;
+    // Chunk mode: the frames that went to its lane (NoteChunkFrame), and
+    // its outputs that left before it ended (NoteChunkStreamed).
+    uint32_t frames = 0;
+    uint32_t outputs = 0;
     // Time its lane spent copying it to the lane's GPU (CountGpuFrame): not
     // service time, since adaptive counts it apart (LaneLoad::transfer_ns,
     // queued_transfer_ns).

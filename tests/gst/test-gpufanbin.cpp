@@ -1093,6 +1093,43 @@ bool IsRestored(GstMessage *m) {
   return BusLog::IsElementMessage(m, "gpufan-lane-restored");
 }
 
+}  // namespace
+
+// The lost count of a dropped lane's gpufan-lane-failed is what did not come
+// out: the frames it held in frame mode, its chunks' frames in chunk mode
+// (it said 0 before). No stall or restart muddies the count here.
+TEST(GpuFanBinLaneError, ADroppedLanesLostCountIsWhatDidNotComeOut) {
+  for (const char *settings :
+       {"", "chunk=frames chunk-frames=10", "chunk=keyframes chunk-frames=10"}) {
+    constexpr int kBuffers = 600;
+    LaunchedPipeline p(FourLanes(
+        kBuffers, (std::string("on-lane-error=drop-lane ") + settings).c_str()));
+    ASSERT_TRUE(p.ok());
+    GstElement *inject = BuildAndFindInLane(p, 1, "inject");
+    ASSERT_NE(inject, nullptr);
+    g_object_set(inject, "error-after", 35, nullptr);  // mid-chunk
+    gst_object_unref(inject);
+    p.Stamp("src", "src");
+    RecordLog& out = p.Record("out", "sink");
+    ASSERT_TRUE(p.PlayToEos()) << p.bus().ErrorsText();
+    EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u) << settings;
+    const std::vector<int64_t> got = out.BufferIndices();
+    EXPECT_TRUE(StrictlyIncreasing(got)) << out.Summary();
+    ASSERT_LT(got.size(), static_cast<size_t>(kBuffers)) << settings;
+    std::string missing;
+    for (int64_t i = 0, k = 0; i < kBuffers; i++) {
+      if (k < static_cast<int64_t>(got.size()) && got[k] == i)
+        k++;
+      else
+        missing += " " + std::to_string(i);
+    }
+    EXPECT_EQ(LaneFailedField(p, 1, "lost"), kBuffers - got.size())
+        << settings << "; missing:" << missing;
+  }
+}
+
+namespace {
+
 guint RestoredField(GstMessage *m, const char *field) {
   guint value = G_MAXUINT;
   gst_structure_get_uint(gst_message_get_structure(m), field, &value);
