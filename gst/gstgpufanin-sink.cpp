@@ -573,7 +573,7 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad, GstQuery * query)
         timer->Add (gpufan::LaneTime::kQuery, start,
             session->clock ().NowNs ());
     }
-  } uncount{ priv };
+  } uncount{ priv, nullptr, nullptr };
   for (;;) {
     auto it = priv->pads.find (pad);
     if (it == priv->pads.end () || priv->flushing || it->second.flushing
