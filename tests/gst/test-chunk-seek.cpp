@@ -235,9 +235,13 @@ TEST_P(ChunkSeekHeldSink, EveryLaneFinishesItsChunkWhileTheSinkWaits) {
   RecordLog& lane0 = p.Record("m", "sink_0");
   RecordLog& lane1 = p.Record("m", "sink_1");
   ASSERT_TRUE(p.Play());
-  // 20 frames played, one clock wait of the sink at a time: chunks are in
-  // both lanes, the sink waits for the next
-  while (played.Buffers() < 20) {
+  // Before the seek, one clock wait of the sink at a time: 20 frames played
+  // and a chunk drained in each lane, so that both decoders have negotiated
+  // (a decoder's first ALLOCATION query is serialized downstream: a sink
+  // holding a push holds it too, whatever gpufanin does). Until then the
+  // stream is far from its end: the sink waits again.
+  while (played.Buffers() < 20 || lane0.Events(GST_EVENT_EOS) < 1 ||
+         lane1.Events(GST_EVENT_EOS) < 1) {
     ASSERT_TRUE(gst_test_clock_timed_wait_for_multiple_pending_ids(
         GST_TEST_CLOCK(clock), 1, kRunDeadline.count(), nullptr))
         << "the sink does not wait on the clock: " << played.Summary(40);
