@@ -2,9 +2,10 @@
 /* gpufanin: the output. Batches leave the reorder window in input order and
  * go downstream with the sticky events they need, pushed by whoever holds
  * output_lock: the streaming thread of the lane whose item made them
- * releasable, or the src pad's task, which also takes what other events
- * release (a drop proven by EOS, a stall timeout, positioned events) and
- * ends the stream (gstgpufanin-eos.cpp). */
+ * releasable (frame mode, one input stream, not live), or the src pad's
+ * task, which also takes what other events release (a drop proven by EOS, a
+ * stall timeout, positioned events) and ends the stream
+ * (gstgpufanin-eos.cpp). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -510,7 +511,8 @@ output_from_this_thread (GstGpuFanIn * self,
   gpufan::Arrival arrived;
   PendingArrival * pending = arrival;
 
-  if (priv->live.load () || priv->streams_out.load ()) {
+  if (priv->live.load () || priv->streams_out.load ()
+      || priv->chunks_seen.load ()) {
     /* The task takes it: the arrival (or WakeOutput) moves WaitOutput's
      * generation. */
     if (arrival)

@@ -325,7 +325,13 @@ struct GstGpuFanInPrivate {
    * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
   bool streams_stats_posted = false; /* under output_lock */
   /* A chunk-start came (chunk mode): the output looks for a head chunk whose
-   * output it can send before the chunk's drain. */
+   * output it can send before the chunk's drain. And, as when live, only the
+   * src task pushes: a chunk leaves whole once the chunks before it are out,
+   * a chunk's worth of frames at once, and a lane's thread that pushed it
+   * would be held as long as downstream takes (a sync=true sink: the
+   * chunk's duration in real time). Its branch would idle meanwhile, its
+   * next chunk, heading the window, would be given up as stalled, and its
+   * EOS would come after gpufanin stopped waiting for it. */
   std::atomic<bool> chunks_seen{ false };
 
   ~GstGpuFanInPrivate ()
