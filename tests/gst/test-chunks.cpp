@@ -809,3 +809,74 @@ TEST(ChunkLaneError, AnErrorAfterADecoderMidChunkFailsTheLane) {
                              kErrorAfter / kChunk + 1);
   EXPECT_TRUE(p.Stop());
 }
+
+// ---------------------------- a lane error before preroll (issue 24, 6) ---
+
+namespace {
+
+// Two x264enc lanes in chunks of 10 (lookahead: an encoder holds its frames
+// until the drain, so the sink has not prerolled when lane 1 fails), lane 1
+// failing at its first frame, before its encoder, with `on_lane_error`.
+std::string X264LanesFailingEarly(const char *on_lane_error, int frames) {
+  const std::string enc = "x264enc threads=1";
+  return "videotestsrc name=src num-buffers=" + std::to_string(frames) +
+         " ! video/x-raw,format=I420,width=64,height=64,framerate=1000/1"
+         " ! gpufanout name=f devices=cpu:2 policy=round-robin chunk=frames"
+         " chunk-frames=10 on-lane-error=" +
+         on_lane_error + "  gpufanin name=m stall-timeout=" + kHour +
+         " ! fakesink name=out sync=false"
+         "  f.src_0 ! " +
+         enc +
+         " name=e0 ! m.sink_0  f.src_1 ! identity name=b1 error-after=1 ! " +
+         enc + " name=e1 ! m.sink_1";
+}
+
+}  // namespace
+
+// drop-lane: lane 1's ERROR came before PLAYING, so GstBin failed the
+// pipeline's state change (as for any ERROR): the sink prerolls and waits
+// for PLAYING. An application that plays on after its lane's ERROR (as
+// docs/elements.md says) gets the rest of the stream from lane 0: every
+// frame lane 0's encoder took, encoded, and EOS.
+TEST(LaneErrorBeforePreroll, X264LanesDropLaneGoOnWhenPlayedAgain) {
+  if (!HasFactory("x264enc"))
+    GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
+  constexpr int kFrames = 200;
+  LaunchedPipeline p(X264LanesFailingEarly("drop-lane", kFrames));
+  ASSERT_TRUE(p.ok());
+  RecordLog& in0 = p.Record("e0", "sink");
+  RecordLog& in1 = p.Record("b1", "sink");
+  RecordLog& out = p.Record("out", "sink");
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  ASSERT_EQ(LaneFailedMessages(p, 1, 1), 1u);
+  EXPECT_TRUE(p.Play());
+  GstMessage *end = WaitForEnd(p, {"b1", "e1"});
+  ASSERT_NE(end, nullptr) << "neither EOS nor ERROR: the stream hangs; in "
+                          << in0.Buffers() << "+" << in1.Buffers() << ", out "
+                          << out.Buffers();
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 0, 0), 0u);
+  EXPECT_EQ(in1.Buffers(), 1u) << "lane 1 took frames after failing";
+  EXPECT_EQ(out.Buffers(), in0.Buffers()) << "lane 0's frames, encoded";
+  // lost: lane 1's chunk, and one queued behind it at most
+  EXPECT_GE(in0.Buffers(), static_cast<size_t>(kFrames) - 20);
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  EXPECT_TRUE(p.Stop());
+}
+
+// fail: the stream fails with the fan-out's ERROR naming the lane, the
+// first ERROR that is not the lane element's (before the source's).
+TEST(LaneErrorBeforePreroll, X264LanesFailStopTheStream) {
+  if (!HasFactory("x264enc"))
+    GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
+  LaunchedPipeline p(X264LanesFailingEarly("fail", 200));
+  ASSERT_TRUE(p.ok());
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  GstMessage *end = WaitForEnd(p, {"b1", "e1"});
+  ASSERT_NE(end, nullptr) << "neither EOS nor ERROR: the stream hangs";
+  ASSERT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_ERROR) << p.bus().ErrorsText();
+  EXPECT_EQ(GST_MESSAGE_SRC(end), GST_OBJECT(p.element("f")))
+      << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1, 0), 0u);
+  EXPECT_TRUE(p.Stop());
+}
