@@ -302,6 +302,36 @@ end_chunk (GstGpuFanIn * self, GstPad * pad, std::optional<guint64> seq)
         *seq);
 }
 
+/* The chunk open on @pad ended at an EOS its branch made itself, not at its
+ * drain: an element of the branch gave up on the stream (a queue whose
+ * downstream returned an error posts it and sends an EOS of its own). The
+ * chunk is lost and its lane failed: the Session gives it up, and the
+ * fan-out's worker, waiting for it to settle, takes it as its branch's
+ * error. */
+static void
+end_chunk_by_branch (GstGpuFanIn * self, GstPad * pad)
+{
+  std::shared_ptr<gpufan::Session> session;
+  guint lane = 0;
+  guint64 seq = 0;
+  std::unique_ptr<FanInItem> chunk;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+    auto it = self->priv->pads.find (pad);
+    if (it == self->priv->pads.end () || !it->second.paired
+        || !it->second.chunk)
+      return;
+    session = it->second.session;
+    lane = it->second.lane;
+    seq = it->second.chunk_seq;
+    chunk = std::move (it->second.chunk);
+  }
+  GST_WARNING_OBJECT (pad, "chunk %" G_GUINT64_FORMAT " ended without its "
+      "drain (an EOS of the branch's own): %zu outputs dropped", seq,
+      chunk->chunk->size ());
+  session->EndChunkByBranch (lane, seq);
+}
+
 /* A chunk-start event of our fan-out: what the lane returns from now on is
  * chunk @seq's output. Consumed (TRUE); FALSE for anything else. */
 static gboolean
@@ -422,8 +452,9 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return res;
     }
     case GST_EVENT_EOS: {
-      /* a chunk still open ends here (its drain's EOS was made anew, without
-       * our fields): the fan-out's own EOS comes after every drain */
+      /* an EOS without our fields in the middle of a chunk is not its
+       * drain (the drain passes on the fan-out's EOS, and the fan-out's own
+       * EOS comes after every drain): the branch ended the chunk itself */
       bool open_chunk;
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -431,7 +462,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         open_chunk = it != priv->pads.end () && it->second.chunk;
       }
       if (open_chunk) {
-        end_chunk (self, pad, std::nullopt);
+        end_chunk_by_branch (self, pad);
         gst_event_unref (event);
         return TRUE;
       }

@@ -399,10 +399,26 @@ reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
     gst_pad_push_event (lane->pad, segment);
 }
 
+/* The branch refused the drain's EOS while the lane runs: not our flush,
+ * deactivation or unlink, so an element of the branch failed (a queue whose
+ * downstream returned an error answers EOS with that error). */
+static bool
+drain_refused_by_branch (GstGpuFanOut * self, const LanePtr & lane)
+{
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  return lane->state == LaneState::kRunning && lane->linked.load ()
+      && !self->priv->session->flushing ();
+}
+
 /* The chunk's end: drain the branch, wait until the fan-in has the chunk,
- * reset the branch. */
+ * reset the branch. A branch that failed without a push telling (an element
+ * behind a queue) is found here, before the reset would hide it: the drain's
+ * EOS is refused, or the chunk ends at an EOS the branch made itself
+ * (Session::EndChunkByBranch). Either fails the lane as a fatal push result
+ * does (on-lane-error). */
 static void
-drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
+drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
+    guint link_generation)
 {
   gpufan::Session & session = *self->priv->session;
   auto & chunk = lane->chunk;
@@ -410,12 +426,18 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
   session.SetItemUnits (lane->id, end.seq, end.chunk_frames,
       self->priv->chunk_frames.load ());
   const bool claimed = session.IsLaneClaimed (lane->id);
+  bool refused = false;
   if (claimed && !chunk.failed) {
     GstEvent * eos = gst_event_new_eos ();
     gst_gpufan_event_set_item (eos, session.id (), end.seq);
     GST_LOG_OBJECT (lane->pad, "draining chunk %" G_GUINT64_FORMAT, end.seq);
     const gint64 drain_start = session_now (self);
-    gst_pad_push_event (lane->pad, eos);
+    if (!gst_pad_push_event (lane->pad, eos)
+        && drain_refused_by_branch (self, lane)) {
+      GST_DEBUG_OBJECT (lane->pad, "the branch refused the drain of chunk %"
+          G_GUINT64_FORMAT, end.seq);
+      chunk.failed = refused = true;
+    }
     lane->timer->Add (gpufan::LaneTime::kPush, drain_start, session_now (self),
         end.seq);
   }
@@ -435,6 +457,10 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
           seq);
     }
   } trace_chunk{ self, lane, end.seq };
+  if (refused) {
+    lane_set_result (self, lane, GST_FLOW_ERROR, link_generation);
+    return;
+  }
   if (!claimed || chunk.failed)
     return;
   /* A branch with a queue returns from the EOS push at once: its outputs
@@ -443,6 +469,12 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end)
   session.WaitSettled (lane->id, end.seq);
   lane->timer->Add (gpufan::LaneTime::kSettle, settle_start,
       session_now (self), end.seq);
+  if (session.ChunkEndedByBranch (lane->id, end.seq)) {
+    GST_DEBUG_OBJECT (lane->pad, "the branch ended chunk %" G_GUINT64_FORMAT
+        " without its drain", end.seq);
+    lane_set_result (self, lane, GST_FLOW_ERROR, link_generation);
+    return;
+  }
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     /* a flush of our own, or the lane's end, resets the branch anyway */
@@ -463,7 +495,7 @@ fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
 
   if (item.kind == ItemKind::kChunkEnd) {
     if (chunk.started && chunk.seq == item.seq)
-      drain_chunk (self, lane, item);
+      drain_chunk (self, lane, item, link_generation);
     return;
   }
 

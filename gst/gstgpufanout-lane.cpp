@@ -408,12 +408,37 @@ fanout::fail_lane_on_error (GstGpuFanOut * self, guint id)
         error_replays (self));
 }
 
+/* The lane's fatal result stops the stream (on-lane-error=fail, or an
+ * error downstream of gpufanin): posted once per stream, since an error
+ * downstream comes back up every lane and only the first lane that saw it
+ * is worth naming. */
+static void
+post_branch_error (GstGpuFanOut * self, const LanePtr & lane,
+    GstFlowReturn ret)
+{
+  if (self->priv->lane_error_posted.exchange (true))
+    return;
+  const std::string device = lane_device (self, lane);
+  GST_ELEMENT_ERROR (self, STREAM, FAILED,
+      ("Processing branch of lane %u (%s:%s, device %s) failed: %s", lane->id,
+          GST_DEBUG_PAD_NAME (lane->pad), device.c_str (),
+          gst_flow_get_name (ret)),
+      ("push on lane %u returned %s (%d)", lane->id, gst_flow_get_name (ret),
+          ret));
+}
+
 /* Records the result of a push that began at @link_generation; a fatal
  * one is reported once, naming the lane and its device. */
 void
 fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     GstFlowReturn ret, guint link_generation)
 {
+  /* Posted before the result is seen: the chain function returns it
+   * upstream at once, and the source's generic ERROR must come after the
+   * one that names the lane. */
+  if (flow_is_fatal (ret) && !lane_failure_takes_lane_out (self)
+      && !lane_failed (lane))
+    post_branch_error (self, lane, ret);
   bool newly_failed = false;
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
@@ -449,20 +474,6 @@ fanout::lane_set_result (GstGpuFanOut * self, const LanePtr & lane,
     else
       fanout::lane_report_push (self, lane);
     lane_fail (self, lane, gst_flow_get_name (ret), replay);
-  }
-  if (!flow_is_fatal (ret) || lane_failed (lane))
-    return;
-
-  /* Once per stream: an error downstream of gpufanin comes back up every
-   * lane, and only the first lane that saw it is worth naming. */
-  if (!self->priv->lane_error_posted.exchange (true)) {
-    const std::string device = lane_device (self, lane);
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("Processing branch of lane %u (%s:%s, device %s) failed: %s", lane->id,
-            GST_DEBUG_PAD_NAME (lane->pad), device.c_str (),
-            gst_flow_get_name (ret)),
-        ("push on lane %u returned %s (%d)", lane->id, gst_flow_get_name (ret),
-            ret));
   }
 }
 

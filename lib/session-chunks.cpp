@@ -99,4 +99,25 @@ bool Session::WaitSettled(uint32_t lane, uint64_t seq) {
   return settled;
 }
 
+void Session::EndChunkByBranch(uint32_t lane, uint64_t seq) {
+  std::lock_guard<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  l->ended_by_branch = seq;
+  auto it = FindOutstandingUnlocked(*l, seq);
+  if (it != l->outstanding.end()) {
+    const Outstanding item = *it;
+    l->outstanding.erase(it);
+    DropOutstandingUnlocked(*l, item, /*failed=*/true);
+  }
+  NotifyAllUnlocked();
+}
+
+bool Session::ChunkEndedByBranch(uint32_t lane, uint64_t seq) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  auto it = lanes_.find(lane);
+  return it != lanes_.end() && it->second.ended_by_branch == seq;
+}
+
 }  // namespace gpufan

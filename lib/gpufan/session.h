@@ -335,6 +335,13 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // dropped, given up or forgotten), the session flushes, or the lane is
   // removed or ineligible (SetLaneEligible). True when it was settled.
   bool WaitSettled(uint32_t lane, uint64_t seq);
+  // The fan-in: chunk `seq` of `lane` ended without its drain, at an EOS
+  // the branch made itself (a queue does so after an error downstream of
+  // it): the chunk is given up, counted failed, and settled.
+  void EndChunkByBranch(uint32_t lane, uint64_t seq);
+  // The lane worker, once chunk `seq` settled: whether EndChunkByBranch
+  // ended it (its branch failed).
+  bool ChunkEndedByBranch(uint32_t lane, uint64_t seq) const;
 
   // --- fan-in side ---
   // An item came out of lane `lane`'s branch. With `seq` known (the meta
@@ -569,6 +576,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     bool stalled = false;
     // Taken out of the stream by the fan-out (SetLaneFailed).
     bool failed = false;
+    // Chunk mode: the latest chunk its branch ended without the drain
+    // (EndChunkByBranch); seqs are never reused.
+    std::optional<uint64_t> ended_by_branch;
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;

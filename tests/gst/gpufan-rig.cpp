@@ -285,6 +285,19 @@ bool LaunchedPipeline::PlayToEos() {
   return true;
 }
 
+size_t LaneFailedMessages(LaunchedPipeline& p, guint lane, size_t expected) {
+  auto of_lane = [lane](GstMessage *m) {
+    if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
+      return false;
+    guint got = G_MAXUINT;
+    gst_structure_get_uint(gst_message_get_structure(m), "lane", &got);
+    return got == lane;
+  };
+  if (expected > 0)
+    p.bus().WaitForCount(of_lane, expected, kLongWait);
+  return p.bus().Count(of_lane);
+}
+
 void CheckFlushingSeeks(LaunchedPipeline& p, RecordLog& out, int seeks,
                         int check_every, int last) {
   ASSERT_TRUE(p.Play());

@@ -149,6 +149,11 @@ class LaunchedPipeline {
   std::vector<std::pair<GstPad *, gulong>> probes_;
 };
 
+// The gpufan-lane-failed messages about `lane`, once `expected` of them
+// came (waiting up to kLongWait; the fan-out posts one after giving up or
+// sending on the lane's frames: the stream may end first).
+size_t LaneFailedMessages(LaunchedPipeline& p, guint lane, size_t expected);
+
 // Plays `p` and makes `seeks` flushing seeks (each under a bounded wait; new
 // data must reach `out` after every `check_every`-th), then one with a stop
 // position `last` frames in: the stream must end in EOS (never ERROR), with

@@ -701,3 +701,261 @@ TEST(ChunkSeek, FlushingSeeksWhileChunksAreInTheLanes) {
   // the chunks' own flushes stay inside the pair: one out per seek
   CheckFlushingSeeks(p, out, kSeeks, 10, kLast);
 }
+
+// ------------------------------------------- lane errors (issue 24, 5) ---
+
+namespace {
+
+// The stream's end for an application that does not stop on its lane
+// elements' ERRORs (docs/elements.md, "A lane that fails"): EOS, or an ERROR
+// from an element that is not one of `branch`.
+GstMessage *WaitForEnd(LaunchedPipeline& p,
+                       const std::vector<std::string>& branch) {
+  return p.bus().WaitFor(
+      [&branch](GstMessage *m) {
+        if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS)
+          return true;
+        if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_ERROR)
+          return false;
+        const std::string name = GST_OBJECT_NAME(GST_MESSAGE_SRC(m));
+        return std::find(branch.begin(), branch.end(), name) == branch.end();
+      },
+      kLongWait);
+}
+
+// What a lane error mid-chunk costs with drop-lane, from the frames seen
+// at each lane's end (`lane0`, `lane1`, each in whole chunks of `chunk`
+// frames but the failing one) and at the output: lane 0's frames and lane
+// 1's chunks before the failing one (which holds `failing`) are out, in
+// order; of the failing chunk, at most the frames lane 1 returned (an
+// element before the failing one may still drain its frames through it),
+// never the failing frame; nothing else.
+void ExpectFailingChunkLost(const std::vector<int64_t>& lane0,
+                            const std::vector<int64_t>& lane1,
+                            const std::vector<int64_t>& out, int64_t failing,
+                            int64_t chunk) {
+  const int64_t chunk_start = failing - failing % chunk;
+  std::vector<int64_t> kept(lane0);
+  for (int64_t i : lane1) {
+    EXPECT_LT(i, chunk_start + chunk) << "lane 1 took a chunk after failing";
+    if (i < chunk_start)
+      kept.push_back(i);
+  }
+  std::sort(kept.begin(), kept.end());
+  std::vector<int64_t> out_kept;
+  for (int64_t i : out) {
+    if (i >= chunk_start && i < chunk_start + chunk) {
+      EXPECT_NE(i, failing) << "the failing frame came out";
+      EXPECT_TRUE(std::find(lane1.begin(), lane1.end(), i) != lane1.end())
+          << "frame " << i << " came out, but not out of lane 1";
+    } else {
+      out_kept.push_back(i);
+    }
+  }
+  EXPECT_TRUE(IsStrictlyIncreasing(out));
+  EXPECT_EQ(out_kept, kept) << "lost beyond the failing chunk";
+}
+
+// The lane statistics after lane 1 failed in its `chunks1`-th chunk (from
+// 1), lane 0 having done `chunks0`: lane 1 is failed, its failing chunk
+// counted failed and nothing given up for want of time.
+void ExpectLaneOneFailedInStats(GstElement *fanout, uint64_t chunks0,
+                                uint64_t chunks1) {
+  GstStructure *s = GetStats(fanout);
+  ASSERT_NE(s, nullptr);
+  const GstStructure *l0 = StatsLaneById(s, 0);
+  const GstStructure *l1 = StatsLaneById(s, 1);
+  ASSERT_NE(l0, nullptr);
+  ASSERT_NE(l1, nullptr);
+  EXPECT_STREQ(gst_structure_get_string(l0, "state"), "active");
+  EXPECT_STREQ(gst_structure_get_string(l1, "state"), "failed");
+  EXPECT_EQ(StatsU64(l0, "completed"), chunks0);
+  EXPECT_EQ(StatsU64(l0, "failed") + StatsU64(l0, "dropped") +
+                StatsU64(l0, "timed-out"),
+            0u);
+  EXPECT_EQ(StatsU64(l1, "completed"), chunks1 - 1);
+  EXPECT_EQ(StatsU64(l1, "failed"), 1u) << "the failing chunk";
+  EXPECT_EQ(StatsU64(l1, "timed-out"), 0u);
+  EXPECT_EQ(StatsU64(l1, "dispatched"), StatsU64(l1, "completed") +
+                                            StatsU64(l1, "failed") +
+                                            StatsU64(l1, "dropped"));
+  gst_structure_free(s);
+}
+
+}  // namespace
+
+// A branch error behind a queue in the middle of a keyframes chunk: the
+// queue takes the flow return, and the drain's flush would clear it. With
+// drop-lane the lane fails as in frame mode: a gpufan-lane-failed message,
+// the lane failed in the statistics, its failing chunk lost (and the chunks
+// queued behind it), every other frame out in order, then EOS.
+TEST(ChunkLaneError, AnErrorBehindAQueueMidChunkFailsTheLane) {
+  constexpr int kFrames = 300, kChunk = 10, kErrorAfter = 45;
+  LaunchedPipeline p(
+      TwoLanes(kFrames,
+               "policy=round-robin chunk=keyframes chunk-frames=10 "
+               "on-lane-error=drop-lane",
+               "queue name=q0 ! identity name=b0",
+               "queue name=q1 ! identity name=b1 error-after=" +
+                   std::to_string(kErrorAfter)));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  RecordLog& in1 = p.Record("b1", "sink");
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& b1 = p.Record("b1", "src");
+  RecordLog& out = p.Record("out", "sink");
+  p.Play();
+  GstMessage *end = WaitForEnd(p, {"q0", "q1", "b0", "b1"});
+  ASSERT_NE(end, nullptr) << "no EOS: the stream hangs";
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u) << "lane 1's error went unnoticed";
+  EXPECT_EQ(LaneFailedMessages(p, 0, 0), 0u);
+  const std::vector<int64_t> into1 = in1.BufferIndices();
+  ASSERT_GE(into1.size(), static_cast<size_t>(kErrorAfter));
+  const int64_t failing = into1[kErrorAfter - 1];
+  ExpectFailingChunkLost(b0.BufferIndices(), b1.BufferIndices(),
+                         out.BufferIndices(), failing, kChunk);
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  ExpectLaneOneFailedInStats(p.element("f"), b0.Buffers() / kChunk,
+                             kErrorAfter / kChunk + 1);
+  EXPECT_TRUE(p.Stop());
+}
+
+// The same error with on-lane-error=fail: the stream fails with the
+// fan-out's ERROR naming the lane, as in frame mode, instead of going on.
+TEST(ChunkLaneError, AnErrorBehindAQueueMidChunkFailsTheStreamWithFail) {
+  constexpr int kFrames = 300;
+  LaunchedPipeline p(
+      TwoLanes(kFrames, "policy=round-robin chunk=keyframes chunk-frames=10",
+               "queue name=q0 ! identity name=b0",
+               "queue name=q1 ! identity name=b1 error-after=45"));
+  ASSERT_TRUE(p.ok());
+  p.Stamp("src", "src");
+  RecordLog& out = p.Record("out", "sink");
+  p.Play();
+  GstMessage *end = WaitForEnd(p, {"q0", "q1", "b0", "b1"});
+  ASSERT_NE(end, nullptr) << "neither EOS nor ERROR: the stream hangs";
+  ASSERT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_ERROR)
+      << "the stream went on past lane 1's error";
+  EXPECT_EQ(GST_MESSAGE_SRC(end), GST_OBJECT(p.element("f")))
+      << p.bus().ErrorsText();
+  const std::string text = BusLog::ErrorText(end);
+  EXPECT_NE(text.find("lane 1"), std::string::npos) << text;
+  EXPECT_EQ(LaneFailedMessages(p, 1, 0), 0u);
+  EXPECT_LT(out.Buffers(), static_cast<size_t>(kFrames));
+  EXPECT_TRUE(p.Stop());
+}
+
+// H.264 in keyframes chunks (an IDR every 10 frames) decoded in the lanes,
+// the error after lane 1's decoder, behind a queue: as with raw frames, the
+// lane fails and its failing chunk is lost, nothing else.
+TEST(ChunkLaneError, AnErrorAfterADecoderMidChunkFailsTheLane) {
+  for (const char *f : {"x264enc", "h264parse", "avdec_h264"})
+    if (!HasFactory(f))
+      GTEST_SKIP() << f << " is not installed";
+  constexpr int kFrames = 200, kChunk = 10, kErrorAfter = 45;
+  LaunchedPipeline p(
+      "videotestsrc name=src num-buffers=" + std::to_string(kFrames) +
+      " ! video/x-raw,format=I420,width=64,height=64,framerate=1000/1"
+      " ! x264enc speed-preset=ultrafast key-int-max=10 bframes=0 threads=1"
+      " ! video/x-h264,stream-format=byte-stream ! h264parse"
+      " ! gpufanout name=f devices=cpu:2 policy=round-robin chunk=keyframes"
+      " chunk-frames=10 on-lane-error=drop-lane"
+      "  gpufanin name=m stall-timeout=" +
+      kHour +
+      " ! fakesink name=out sync=false"
+      "  f.src_0 ! queue name=q0 ! avdec_h264 name=d0 ! identity name=b0"
+      " ! m.sink_0"
+      "  f.src_1 ! queue name=q1 ! avdec_h264 name=d1 ! identity name=b1"
+      " error-after=" +
+      std::to_string(kErrorAfter) + " ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  RecordLog& in1 = p.Record("b1", "sink");
+  RecordLog& b0 = p.Record("b0", "src");
+  RecordLog& b1 = p.Record("b1", "src");
+  RecordLog& out = p.Record("out", "sink");
+  p.Play();
+  GstMessage *end = WaitForEnd(p, {"q0", "q1", "d0", "d1", "b0", "b1"});
+  ASSERT_NE(end, nullptr) << "no EOS: the stream hangs";
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u) << "lane 1's error went unnoticed";
+  const std::vector<int64_t> into1 = in1.BufferPtsIndices();
+  ASSERT_GE(into1.size(), static_cast<size_t>(kErrorAfter));
+  const int64_t failing = into1[kErrorAfter - 1];
+  ExpectFailingChunkLost(b0.BufferPtsIndices(), b1.BufferPtsIndices(),
+                         out.BufferPtsIndices(), failing, kChunk);
+  ExpectLaneOneFailedInStats(p.element("f"), b0.Buffers() / kChunk,
+                             kErrorAfter / kChunk + 1);
+  EXPECT_TRUE(p.Stop());
+}
+
+// ---------------------------- a lane error before preroll (issue 24, 6) ---
+
+namespace {
+
+// Two x264enc lanes in chunks of 10 (lookahead: an encoder holds its frames
+// until the drain, so the sink has not prerolled when lane 1 fails), lane 1
+// failing at its first frame, before its encoder, with `on_lane_error`.
+std::string X264LanesFailingEarly(const char *on_lane_error, int frames) {
+  const std::string enc = "x264enc threads=1";
+  return "videotestsrc name=src num-buffers=" + std::to_string(frames) +
+         " ! video/x-raw,format=I420,width=64,height=64,framerate=1000/1"
+         " ! gpufanout name=f devices=cpu:2 policy=round-robin chunk=frames"
+         " chunk-frames=10 on-lane-error=" +
+         on_lane_error + "  gpufanin name=m stall-timeout=" + kHour +
+         " ! fakesink name=out sync=false"
+         "  f.src_0 ! " +
+         enc +
+         " name=e0 ! m.sink_0  f.src_1 ! identity name=b1 error-after=1 ! " +
+         enc + " name=e1 ! m.sink_1";
+}
+
+}  // namespace
+
+// drop-lane: lane 1's ERROR came before PLAYING, so GstBin failed the
+// pipeline's state change (as for any ERROR): the sink prerolls and waits
+// for PLAYING. An application that plays on after its lane's ERROR (as
+// docs/elements.md says) gets the rest of the stream from lane 0: every
+// frame lane 0's encoder took, encoded, and EOS.
+TEST(LaneErrorBeforePreroll, X264LanesDropLaneGoOnWhenPlayedAgain) {
+  if (!HasFactory("x264enc"))
+    GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
+  constexpr int kFrames = 200;
+  LaunchedPipeline p(X264LanesFailingEarly("drop-lane", kFrames));
+  ASSERT_TRUE(p.ok());
+  RecordLog& in0 = p.Record("e0", "sink");
+  RecordLog& in1 = p.Record("b1", "sink");
+  RecordLog& out = p.Record("out", "sink");
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  ASSERT_EQ(LaneFailedMessages(p, 1, 1), 1u);
+  EXPECT_TRUE(p.Play());
+  GstMessage *end = WaitForEnd(p, {"b1", "e1"});
+  ASSERT_NE(end, nullptr) << "neither EOS nor ERROR: the stream hangs; in "
+                          << in0.Buffers() << "+" << in1.Buffers() << ", out "
+                          << out.Buffers();
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 0, 0), 0u);
+  EXPECT_EQ(in1.Buffers(), 1u) << "lane 1 took frames after failing";
+  EXPECT_EQ(out.Buffers(), in0.Buffers()) << "lane 0's frames, encoded";
+  // lost: lane 1's chunk, and one queued behind it at most
+  EXPECT_GE(in0.Buffers(), static_cast<size_t>(kFrames) - 20);
+  EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
+  EXPECT_TRUE(p.Stop());
+}
+
+// fail: the stream fails with the fan-out's ERROR naming the lane, the
+// first ERROR that is not the lane element's (before the source's).
+TEST(LaneErrorBeforePreroll, X264LanesFailStopTheStream) {
+  if (!HasFactory("x264enc"))
+    GTEST_SKIP() << "x264enc (gstreamer1.0-plugins-ugly) is not installed";
+  LaunchedPipeline p(X264LanesFailingEarly("fail", 200));
+  ASSERT_TRUE(p.ok());
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  GstMessage *end = WaitForEnd(p, {"b1", "e1"});
+  ASSERT_NE(end, nullptr) << "neither EOS nor ERROR: the stream hangs";
+  ASSERT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_ERROR) << p.bus().ErrorsText();
+  EXPECT_EQ(GST_MESSAGE_SRC(end), GST_OBJECT(p.element("f")))
+      << p.bus().ErrorsText();
+  EXPECT_EQ(LaneFailedMessages(p, 1, 0), 0u);
+  EXPECT_TRUE(p.Stop());
+}

@@ -687,22 +687,6 @@ bool StrictlyIncreasing(const std::vector<int64_t>& v) {
   return true;
 }
 
-// The lane-failed messages of `lane`, once `expected` of them came (the
-// fan-out posts one after sending the lane's frames on: the stream may end
-// first).
-size_t LaneFailedMessages(LaunchedPipeline& p, guint lane, size_t expected) {
-  auto of_lane = [lane](GstMessage *m) {
-    if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
-      return false;
-    guint got = G_MAXUINT;
-    gst_structure_get_uint(gst_message_get_structure(m), "lane", &got);
-    return got == lane;
-  };
-  if (expected > 0)
-    p.bus().WaitForCount(of_lane, expected, kLongWait);
-  return p.bus().Count(of_lane);
-}
-
 // Builds the lanes (READY) and returns lane `lane`'s element `name` (a ref),
 // for a test to make it fail.
 GstElement *BuildAndFindInLane(LaunchedPipeline& p, guint lane,

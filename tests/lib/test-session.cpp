@@ -1452,5 +1452,26 @@ TEST_F(SessionTest, WaitSettledEndsWhenTheItemIsGivenUp) {
   EXPECT_TRUE(settled.get());
 }
 
+// The fan-in found chunk a ended by an EOS of its branch's own: a waiting
+// worker wakes, the chunk counts failed and leaves the window empty, and
+// the worker can tell it from a chunk that came back (b).
+TEST_F(SessionTest, AChunkTheBranchEndedIsFailedAndSettled) {
+  Make(RoundRobin(), 1);
+  const Dispatch a = Send(0);
+  const Dispatch b = Send(0);
+  std::future<bool> settled = std::async(
+      std::launch::async, [&] { return session_->WaitSettled(0, a.seq); });
+  session_->EndChunkByBranch(0, a.seq);
+  EXPECT_TRUE(settled.get());
+  EXPECT_TRUE(session_->ChunkEndedByBranch(0, a.seq));
+  session_->Arrive(0, b.seq, kNoTime, P("b"));
+  EXPECT_TRUE(session_->WaitSettled(0, b.seq));
+  EXPECT_FALSE(session_->ChunkEndedByBranch(0, b.seq));
+  EXPECT_EQ(Take(), (Strings{"-@0", "b@1"}));
+  const SessionStats s = session_->Stats();
+  EXPECT_EQ(Lane(s, 0).failed, 1u);
+  EXPECT_EQ(Lane(s, 0).completed, 1u);
+}
+
 }  // namespace
 }  // namespace gpufan
