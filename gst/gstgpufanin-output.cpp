@@ -405,11 +405,12 @@ stream_head_chunk_locked (GstGpuFanIn * self,
       if (!state.chunk || state.chunk->chunk->empty () || !state.paired
           || state.session != session)
         continue;
-      if (state.chunk_seq == *head) {
+      /* they leave now, what a failure of the lane does not lose, unless
+       * the lane failed meanwhile (then they are late) */
+      if (state.chunk_seq == *head
+          && session->NoteChunkStreamed (state.lane, *head,
+              state.chunk->chunk->size ()))
         parts.swap (*state.chunk->chunk);
-        /* they leave now: what a failure of the lane does not lose */
-        session->NoteChunkStreamed (state.lane, *head, parts.size ());
-      }
       else if (!session->IsOpen (state.chunk_seq)) {
         /* given up (this batch may have done it): its output is late, and
          * holding it would keep a branch's buffers from its pool */

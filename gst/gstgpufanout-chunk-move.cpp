@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Chunk mode: a chunk given to a lane that stalls before it began goes to
  * another lane whole, with its seq (Session::MoveUnstarted; the window
- * waits for it meanwhile, SessionConfig::moves_unstarted_on_stall).
+ * waits for it meanwhile, SessionConfig::chunks).
  *
  * Its items go into the new lane's queue at a chunk boundary: behind the
  * lane's last chunk, ahead of the events that came after the moved chunk (a
@@ -16,7 +16,9 @@
  *     lane stalled and the chunk not begun, and goes on filling it there.
  * The stalled lane's worker begins no chunk while a move is pending (it
  * could not move any more). Movers hold chunk_move_lock: the open chunk's
- * lane changes only under it. */
+ * lane changes only under it. A lane that fails (drop-lane) hands its whole
+ * chunks that have not begun to other lanes the same way, before the
+ * Session gives up what it held. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -186,6 +188,36 @@ fanout::chunk_move_off_stalled (GstGpuFanOut * self, const LanePtr & lane)
 }
 
 void
+fanout::chunk_move_off_failed (GstGpuFanOut * self, const LanePtr & lane)
+{
+  const std::vector<LanePtr> lanes = snapshot_lanes (self);
+  std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  /* the Session drops what stays (SetLaneFailed): nothing is left for
+   * later */
+  move_whole_chunks_unlocked (self, lane, lanes);
+  lane->chunk_moves_pending = false;
+  /* the open chunk too, if it has not begun: the chain function follows it
+   * (chunk_move_open) */
+  if (!lane->chunk_open)
+    return;
+  auto first = std::find_if (lane->queue.begin (), lane->queue.end (),
+      [] (const QueuedItem & item) {
+        return item.kind == ItemKind::kChunkBuffer && item.chunk_first;
+      });
+  LanePtr to;
+  if (first == lane->queue.end ()
+      || move_chunk_unlocked (self, lane, first->seq, lanes, &to)
+      != Moved::kMoved)
+    return;
+  lane->chunk_open = false;
+  lane->open_chunk_moved_to = to->id;
+  std::lock_guard<gpufan::Mutex> tl (to->lock);
+  to->chunk_open = true;
+  to->open_chunk_stays = false;
+}
+
+void
 fanout::chunk_run_pending_moves (GstGpuFanOut * self)
 {
   if (!self->priv->chunk_moves_pending.load ())
@@ -210,6 +242,14 @@ fanout::chunk_move_open (GstGpuFanOut * self, const LanePtr & from,
   LanePtr to;
   {
     std::lock_guard<gpufan::Mutex> lk (from->lock);
+    /* moved already, when the lane failed */
+    if (from->open_chunk_moved_to != G_MAXUINT) {
+      const guint id = from->open_chunk_moved_to;
+      from->open_chunk_moved_to = G_MAXUINT;
+      auto it = std::find_if (lanes.begin (), lanes.end (),
+          [id] (const LanePtr & lane) { return lane->id == id; });
+      return it != lanes.end () ? *it : nullptr;
+    }
     /* its worker waits for the outcome (chunk_begin_held_unlocked) */
     from->cond.notify_all ();
     if (!chunk_queued_whole_unlocked (from, seq)
@@ -226,12 +266,35 @@ fanout::chunk_move_open (GstGpuFanOut * self, const LanePtr & from,
 }
 
 void
+fanout::chunk_queue_end (GstGpuFanOut * self, LanePtr & lane, QueuedItem && end)
+{
+  const std::vector<LanePtr> lanes = snapshot_lanes (self);
+  std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
+  guint moved_to;
+  {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    moved_to = lane->open_chunk_moved_to;
+    lane->open_chunk_moved_to = G_MAXUINT;
+  }
+  /* the chunk moved when its lane failed: its end follows it */
+  auto it = std::find_if (lanes.begin (), lanes.end (),
+      [moved_to] (const LanePtr & l) { return l->id == moved_to; });
+  if (it != lanes.end ())
+    lane = *it;
+  lane_enqueue (lane, std::move (end));
+  /* its queue ends at a chunk boundary again: chunks may move there */
+  std::lock_guard<gpufan::Mutex> lk (lane->lock);
+  lane->chunk_open = false;
+}
+
+void
 fanout::chunk_set_open (GstGpuFanOut * self, const LanePtr & lane, bool open)
 {
   std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
   lane->chunk_open = open;
   lane->open_chunk_stays = false;
+  lane->open_chunk_moved_to = G_MAXUINT;
 }
 
 bool

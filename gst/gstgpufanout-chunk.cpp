@@ -61,14 +61,7 @@ fanout::chunk_close (GstGpuFanOut * self)
       chunk.seq, chunk.frames);
   /* a lane that stopped meanwhile has nothing to drain: a flush or its
    * removal settled the chunk */
-  {
-    /* its end queued, the lane's queue ends at a boundary again: chunks
-     * may move there (gstgpufanout-chunk-move.cpp) */
-    std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
-    lane_enqueue (chunk.lane, std::move (end));
-    std::lock_guard<gpufan::Mutex> lk (chunk.lane->lock);
-    chunk.lane->chunk_open = false;
-  }
+  chunk_queue_end (self, chunk.lane, std::move (end));
   /* its drain starts a fresh stretch of stall-timeout */
   self->priv->session->NoteProgress (chunk.lane->id, chunk.seq);
   chunk.lane = nullptr;
@@ -180,12 +173,17 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
     std::unique_lock<gpufan::Mutex> lk (lane->lock);
     for (;;) {
       /* the Session's lock is a leaf under the lane's */
-      /* a failed lane's worker would drop the rest of the chunk */
-      if (lane->state != LaneState::kRunning || lane->failed
-          || session.flushing ())
+      if (lane->state != LaneState::kRunning || session.flushing ())
         return Queued::kStopped;
-      if (lane->stalled && !item.chunk_first && !self->priv->chunk.move_failed)
+      /* a stalled lane may never begin the chunk, a failed one's worker
+       * would drop it: it goes to another lane if it has not begun, or
+       * follows it there (chunk_move_off_failed moved it) */
+      if ((lane->stalled || lane->failed) && !item.chunk_first
+          && (lane->open_chunk_moved_to != G_MAXUINT
+              || !self->priv->chunk.move_failed))
         return Queued::kMove;
+      if (lane->failed)
+        return Queued::kStopped;
       if (lane->queue.size () < limit)
         break;
       bool stalled = false;

@@ -350,10 +350,13 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
         + std::to_string (lane->id) + ", device " + device + ", " + reason);
 
   guint replayed = 0, lost = 0;
-  if (replay)
+  if (replay) {
     replayed = replay_lane (self, lane->id, &lost);
-  else
+  } else {
+    if (chunk_mode_on (self))
+      chunk_move_off_failed (self, lane);
     lost = (guint) self->priv->session->SetLaneFailed (lane->id, true);
+  }
   /* before gpufan-lane-failed: a rebuild it leads to must not land there.
    * Not after a stall: a hung GPU could hang the question too. */
   if (!g_str_equal (reason, "stalled"))

@@ -279,6 +279,9 @@ struct Lane {
   /* stalled with the open chunk not begun: the chain function found no
    * other lane for it, and the worker may begin it */
   bool open_chunk_stays = false;
+  /* failed: the lane the open chunk went to (chunk_move_off_failed), for
+   * the chain function to follow; G_MAXUINT when none */
+  guint open_chunk_moved_to = G_MAXUINT;
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   guint link_generation = 0;
@@ -687,6 +690,9 @@ void chunk_forget (GstGpuFanOut * self);
 /* The stall listener in chunk mode: marks the lane stalled, and its chunks
  * that have not begun go to other lanes whole. */
 void chunk_move_off_stalled (GstGpuFanOut * self, const LanePtr & lane);
+/* A lane that failed: its whole chunks that have not begun go to other
+ * lanes (those that only a lane with the open chunk could take are lost). */
+void chunk_move_off_failed (GstGpuFanOut * self, const LanePtr & lane);
 /* The chain function: moves left to it (its open chunk was in the way);
  * its open chunk @seq, not begun on stalled lane @from, to another lane
  * (which it returns, null when none takes it); whether @lane has its open
@@ -695,6 +701,9 @@ void chunk_run_pending_moves (GstGpuFanOut * self);
 LanePtr chunk_move_open (GstGpuFanOut * self, const LanePtr & from,
     guint64 seq);
 void chunk_set_open (GstGpuFanOut * self, const LanePtr & lane, bool open);
+/* Queues the open chunk's @end on @lane, or on the lane the chunk moved to
+ * (then @lane becomes that one): the chunk is closed. */
+void chunk_queue_end (GstGpuFanOut * self, LanePtr & lane, QueuedItem && end);
 /* The worker is not to begin the chunk at its queue's front: it may move
  * (call with the lane lock held). */
 bool chunk_begin_held_unlocked (GstGpuFanOut * self, const LanePtr & lane);

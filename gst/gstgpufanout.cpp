@@ -356,7 +356,7 @@ gst_gpufan_out_set_property (GObject * object, guint prop_id,
     case PROP_CHUNK:
       priv->chunk_mode = g_value_get_enum (value);
       /* a chunk that has not begun moves off a stalled lane whole */
-      priv->session->SetMovesUnstartedOnStall (chunk_mode_on (self));
+      priv->session->SetChunkMode (chunk_mode_on (self));
       break;
     case PROP_CHUNK_FRAMES:
       priv->chunk_frames = g_value_get_uint (value);

@@ -57,13 +57,16 @@ Session::ChunkState Session::ChunkOutput(uint32_t lane, uint64_t seq) {
   return window_.IsOpen(seq) ? ChunkState::kWaiting : ChunkState::kGone;
 }
 
-void Session::NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs) {
+bool Session::NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs) {
   std::lock_guard<Mutex> lock(mutex_);
-  if (Lane *l = FindLaneUnlocked(lane)) {
-    auto it = FindOutstandingUnlocked(*l, seq);
-    if (it != l->outstanding.end())
-      it->outputs += static_cast<uint32_t>(outputs);
-  }
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l || !window_.IsPending(seq))
+    return false;
+  auto it = FindOutstandingUnlocked(*l, seq);
+  if (it == l->outstanding.end())
+    return false;
+  it->outputs += static_cast<uint32_t>(outputs);
+  return true;
 }
 
 bool Session::IsOpen(uint64_t seq) const {

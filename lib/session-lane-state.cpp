@@ -170,9 +170,9 @@ uint64_t Session::SetLaneFailed(uint32_t lane, bool failed) {
   for (const Outstanding& item : l->outstanding) {
     if (!item.awaited || !window_.IsPending(item.seq))
       continue;
-    if (item.frames == 0)
+    if (!config_.chunks)
       lost++;  // a frame
-    else if (item.frames > item.outputs)
+    else if (item.frames > item.outputs)  // (none: its first is on its way)
       lost += item.frames - item.outputs;
   }
   // Nothing more comes out of it. The item inside the push that failed

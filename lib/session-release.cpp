@@ -164,7 +164,7 @@ int64_t Session::HeadDueUnlocked() const {
   auto it = lanes_.find(window_.head_lane());
   bool at_once = it != lanes_.end() && it->second.stalled;
   // Not one the fan-out moves to another lane (it has not started).
-  if (at_once && config_.moves_unstarted_on_stall) {
+  if (at_once && config_.chunks) {
     const Lane& l = it->second;
     auto item = std::lower_bound(
         l.outstanding.begin(), l.outstanding.end(), window_.head_seq(),

@@ -152,9 +152,9 @@ Dispatch Session::MoveUnstarted(uint64_t seq, uint32_t from_lane,
   return d;
 }
 
-void Session::SetMovesUnstartedOnStall(bool moves) {
+void Session::SetChunkMode(bool chunks) {
   std::lock_guard<Mutex> lock(mutex_);
-  config_.moves_unstarted_on_stall = moves;
+  config_.chunks = chunks;
 }
 
 bool Session::stall_fails_lane() const {

@@ -87,11 +87,13 @@ struct SessionConfig {
   // on-stall=replay: a lane whose head waited stall-timeout fails (its items
   // are sent again, see FailLaneForReplay) instead of losing that item.
   bool stall_fails_lane = false;
-  // Chunk mode: the fan-out moves a stalled lane's items that have not
-  // started to other lanes (MoveUnstarted). Such an item is not given up as
-  // soon as it heads the window (a stalled lane's items otherwise are: they
-  // wait behind the one given up), but waits stall-timeout like any head.
-  bool moves_unstarted_on_stall = false;
+  // Chunk mode: an item is a chunk of the frames NoteChunkFrame counts
+  // (SetLaneFailed counts those lost). The fan-out moves a stalled lane's
+  // items that have not started to other lanes (MoveUnstarted): such an
+  // item is not given up as soon as it heads the window (a stalled lane's
+  // items otherwise are: they wait behind the one given up), but waits
+  // stall-timeout like any head.
+  bool chunks = false;
 };
 
 // An item a failed lane held, to be sent again (FailLaneForReplay).
@@ -435,7 +437,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // is not `from_lane`'s; kNoLanes: no allowed lane takes items.
   Dispatch MoveUnstarted(uint64_t seq, uint32_t from_lane,
                          const std::vector<uint32_t>& allowed);
-  void SetMovesUnstartedOnStall(bool moves);
+  void SetChunkMode(bool chunks);  // SessionConfig::chunks
   // Every item below this seq has left the window (the fan-out may forget
   // what it kept to replay them).
   uint64_t ReleasedThrough() const;
@@ -480,9 +482,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     kGone,     // given up or forgotten: its output is late
   };
   ChunkState ChunkOutput(uint32_t lane, uint64_t seq);
-  // The fan-in sent `outputs` outputs of head chunk `seq` downstream before
-  // the chunk ended (what SetLaneFailed does not count lost).
-  void NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs);
+  // The fan-in sends `outputs` outputs of head chunk `seq` downstream
+  // before the chunk ended (what SetLaneFailed does not count lost). False,
+  // and they are late, when the item is no longer pending on `lane`.
+  bool NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs);
   // True while item `seq` has its slot in the window.
   bool IsOpen(uint64_t seq) const;
   // Since when every item is accounted for (delivered, proven dropped or
@@ -710,7 +713,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   }
   // When the pending head expires: stall-timeout after it became the head,
   // at once for a stalled lane's (unless it has not started and the
-  // fan-out moves it: moves_unstarted_on_stall). Requires HeadPending().
+  // fan-out moves it: SessionConfig::chunks). Requires HeadPending().
   int64_t HeadDueUnlocked() const;
   // A head became pending: a waiting output that would sleep past its
   // deadline is woken (the generation moves).

@@ -729,7 +729,8 @@ GstMessage *WaitForEnd(LaunchedPipeline& p,
 // 1's chunks before the failing one (which holds `failing`) are out, in
 // order; of the failing chunk, at most the frames lane 1 returned (an
 // element before the failing one may still drain its frames through it),
-// never the failing frame; nothing else.
+// never the failing frame, and its rest that had not gone to lane 1 yet
+// (lane 0 takes it); nothing else.
 void ExpectFailingChunkLost(const std::vector<int64_t>& lane0,
                             const std::vector<int64_t>& lane1,
                             const std::vector<int64_t>& out, int64_t failing,
@@ -744,7 +745,9 @@ void ExpectFailingChunkLost(const std::vector<int64_t>& lane0,
   std::sort(kept.begin(), kept.end());
   std::vector<int64_t> out_kept;
   for (int64_t i : out) {
-    if (i >= chunk_start && i < chunk_start + chunk) {
+    const bool from_lane0 =
+        std::find(lane0.begin(), lane0.end(), i) != lane0.end();
+    if (i >= chunk_start && i < chunk_start + chunk && !from_lane0) {
       EXPECT_NE(i, failing) << "the failing frame came out";
       EXPECT_TRUE(std::find(lane1.begin(), lane1.end(), i) != lane1.end())
           << "frame " << i << " came out, but not out of lane 1";
@@ -756,9 +759,21 @@ void ExpectFailingChunkLost(const std::vector<int64_t>& lane0,
   EXPECT_EQ(out_kept, kept) << "lost beyond the failing chunk";
 }
 
+// The chunks a lane's frames (`indices`) came in, for chunks of `chunk`
+// frames cut from frame 0 (the rest of a chunk that went elsewhere when its
+// lane failed is one more).
+uint64_t ChunksOf(const std::vector<int64_t>& indices, int64_t chunk) {
+  std::vector<int64_t> starts;
+  for (int64_t i : indices)
+    starts.push_back(i / chunk);
+  std::sort(starts.begin(), starts.end());
+  return std::unique(starts.begin(), starts.end()) - starts.begin();
+}
+
 // The lane statistics after lane 1 failed in its `chunks1`-th chunk (from
-// 1), lane 0 having done `chunks0`: lane 1 is failed, its failing chunk
-// counted failed and nothing given up for want of time.
+// 1), lane 0 having done `chunks0` (its own and those it took over): lane 1
+// is failed, its failing chunk counted failed and nothing given up for want
+// of time.
 void ExpectLaneOneFailedInStats(GstElement *fanout, uint64_t chunks0,
                                 uint64_t chunks1) {
   GstStructure *s = GetStats(fanout);
@@ -776,9 +791,11 @@ void ExpectLaneOneFailedInStats(GstElement *fanout, uint64_t chunks0,
   EXPECT_EQ(StatsU64(l1, "completed"), chunks1 - 1);
   EXPECT_EQ(StatsU64(l1, "failed"), 1u) << "the failing chunk";
   EXPECT_EQ(StatsU64(l1, "timed-out"), 0u);
-  EXPECT_EQ(StatsU64(l1, "dispatched"), StatsU64(l1, "completed") +
-                                            StatsU64(l1, "failed") +
-                                            StatsU64(l1, "dropped"));
+  // (handed over: chunks queued behind the failing one went to lane 0)
+  EXPECT_EQ(StatsU64(l1, "dispatched"),
+            StatsU64(l1, "completed") + StatsU64(l1, "failed") +
+                StatsU64(l1, "dropped") + StatsU64(l1, "handed-over"));
+  EXPECT_EQ(StatsU64(l1, "handed-over"), StatsU64(l0, "replayed"));
   gst_structure_free(s);
 }
 
@@ -816,9 +833,50 @@ TEST(ChunkLaneError, AnErrorBehindAQueueMidChunkFailsTheLane) {
   ExpectFailingChunkLost(b0.BufferIndices(), b1.BufferIndices(),
                          out.BufferIndices(), failing, kChunk);
   EXPECT_EQ(out.Events(GST_EVENT_EOS), 1u);
-  ExpectLaneOneFailedInStats(p.element("f"), b0.Buffers() / kChunk,
+  ExpectLaneOneFailedInStats(p.element("f"),
+                             ChunksOf(b0.BufferIndices(), kChunk),
                              kErrorAfter / kChunk + 1);
   EXPECT_TRUE(p.Stop());
+}
+
+// A lane that fails mid-chunk with whole chunks queued behind it that had
+// not begun (its queue holds two chunks' worth): they go to the other lane,
+// and only the failing chunk is lost, which is what gpufan-lane-failed says.
+TEST(ChunkLaneError, ChunksQueuedBehindAFailingOneGoToAnotherLane) {
+  constexpr int kFrames = 200;
+  for (const char *mode : {"frames", "keyframes"}) {
+    LaunchedPipeline p(TwoLanes(
+        kFrames,
+        std::string("policy=round-robin chunk-frames=10 on-lane-error=drop-lane"
+                    " chunk=") +
+            mode,
+        "identity name=b0", "identity name=b1 error-after=15"));
+    ASSERT_TRUE(p.ok());
+    p.Stamp("src", "src");
+    RecordLog& out = p.Record("out", "sink");
+    p.Play();
+    GstMessage *end = WaitForEnd(p, {"b0", "b1"});
+    ASSERT_NE(end, nullptr) << "no EOS: the stream hangs";
+    EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+    EXPECT_EQ(LaneFailedMessages(p, 1, 1), 1u);
+    // lane 1 had 10-19, then 30-39, and fails at its 15th frame (34)
+    const std::vector<int64_t> got = out.BufferIndices();
+    EXPECT_TRUE(IsStrictlyIncreasing(got));
+    std::vector<int64_t> outside;
+    for (int64_t i : got)
+      if (i < 30 || i >= 40)
+        outside.push_back(i);
+    EXPECT_EQ(outside, AllBut(kFrames, 30, 10)) << mode << Missing(got, kFrames);
+    EXPECT_EQ(std::count(got.begin(), got.end(), 34), 0);
+    guint lost = 0;
+    p.bus().Count([&lost](GstMessage *m) {
+      if (BusLog::IsElementMessage(m, "gpufan-lane-failed"))
+        gst_structure_get_uint(gst_message_get_structure(m), "lost", &lost);
+      return false;
+    });
+    EXPECT_EQ(lost, kFrames - got.size()) << mode << Missing(got, kFrames);
+    EXPECT_TRUE(p.Stop());
+  }
 }
 
 // The same error with on-lane-error=fail: the stream fails with the
@@ -884,7 +942,8 @@ TEST(ChunkLaneError, AnErrorAfterADecoderMidChunkFailsTheLane) {
   const int64_t failing = into1[kErrorAfter - 1];
   ExpectFailingChunkLost(b0.BufferPtsIndices(), b1.BufferPtsIndices(),
                          out.BufferPtsIndices(), failing, kChunk);
-  ExpectLaneOneFailedInStats(p.element("f"), b0.Buffers() / kChunk,
+  ExpectLaneOneFailedInStats(p.element("f"),
+                             ChunksOf(b0.BufferPtsIndices(), kChunk),
                              kErrorAfter / kChunk + 1);
   EXPECT_TRUE(p.Stop());
 }

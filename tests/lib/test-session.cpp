@@ -289,7 +289,7 @@ TEST_F(SessionTest, StallClockStartsWhenAnItemBecomesHead) {
 // seq, and they leave in order. A started one cannot move.
 TEST_F(SessionTest, AStalledLanesUnstartedItemsMoveInsteadOfExpiring) {
   Make(RoundRobin());
-  session_->SetMovesUnstartedOnStall(true);
+  session_->SetChunkMode(true);
   const Dispatch a = Send(0), b = Send(1);
   // queued, not started
   const Dispatch c = *session_->TryDispatchItem(kNoTime);
@@ -324,6 +324,7 @@ TEST_F(SessionTest, AStalledLanesLaterItemsExpireAtOnceInFrameMode) {
   Make(RoundRobin());
   const Dispatch a = Send(0), b = Send(1);
   const Dispatch c = *session_->TryDispatchItem(kNoTime);
+  ASSERT_EQ(a.lane, 0u);
   ASSERT_EQ(c.lane, 0u);
   session_->Arrive(1, b.seq, kNoTime, P("b"));
   clock_->Advance(100 * kMs);
