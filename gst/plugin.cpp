@@ -10,10 +10,10 @@
 
 #include <gst/gst.h>
 
-#include "gstgpufanbin.h"
-#include "gstgpufanin.h"
-#include "gstgpufanout.h"
-#include "gstgpufanutils.h"
+#include "bin/gstgpufanbin.h"
+#include "fanin/gstgpufanin.h"
+#include "fanout/gstgpufanout.h"
+#include "common/gstgpufanutils.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)

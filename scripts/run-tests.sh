@@ -86,7 +86,7 @@ else
       --inline-suppr --suppress=missingIncludeSystem \
       "${suppressions[@]}" \
       --template='{file}:{line}:{column}: {severity}: {message} [{id}]' \
-      -I lib -I gst -j "$(nproc)" "${sources[@]}"; then
+      -I lib -I lib/devices -I gst -j "$(nproc)" "${sources[@]}"; then
     echo "clean (${#sources[@]} files)"
     extra_cases+=(--case "static-analysis=passed")
   else

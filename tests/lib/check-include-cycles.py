@@ -3,9 +3,9 @@
 """Fails when libgpufan's components include each other in a cycle.
 
 A component is a public header lib/gpufan/NAME.h with the files that
-implement it: lib/NAME.cpp, and lib/NAME-*.cpp / lib/NAME-*.h (back ends,
-private headers) unless a longer public header name claims them. A file that
-no public header claims is a component of its own. Component A depends on B
+implement it: NAME.cpp, and NAME-*.cpp / NAME-*.h (back ends, private
+headers) in any folder of lib/, unless a longer public header name claims
+them. A file that no public header claims is a component of its own. Component A depends on B
 when a file of A includes a file of B ("gpufan/..." or a private header);
 the dependencies must form a DAG, so that every part of the library can be
 read, tested and reused without the parts that use it.
@@ -43,11 +43,16 @@ def build_graph(lib_dir):
     public = {stem(f) for f in os.listdir(public_dir) if f.endswith('.h')}
     files = [os.path.join(public_dir, f) for f in os.listdir(public_dir)
              if f.endswith('.h')]
-    files += [os.path.join(lib_dir, f) for f in os.listdir(lib_dir)
-              if f.endswith(('.cpp', '.h'))]
+    # The sources sit in folders by concern (session/, scheduling/,
+    # devices/); a component is found by file name wherever it sits.
+    for folder, _, names in os.walk(lib_dir):
+        if os.path.abspath(folder) == os.path.abspath(public_dir):
+            continue
+        files += [os.path.join(folder, f) for f in names
+                  if f.endswith(('.cpp', '.h'))]
     # Private headers are included by their bare name.
     private = {os.path.basename(f): f for f in files
-               if os.path.dirname(f) == lib_dir and f.endswith('.h')}
+               if os.path.dirname(f) != public_dir and f.endswith('.h')}
     graph = {}
     for path in sorted(files):
         src = component_of(path, public)

@@ -84,9 +84,9 @@ TEST(CudaFormat, DriverVersionIsMajorDotMinor) {
 
 TEST(CudaError, CallErrorText) {
   EXPECT_EQ(FormatCallError(2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory",
-                            "cuMemAlloc_v2(&ptr, n)", "lib/cuda.cpp", 42),
+                            "cuMemAlloc_v2(&ptr, n)", "lib/devices/cuda.cpp", 42),
             "cuMemAlloc_v2(&ptr, n) failed: CUDA_ERROR_OUT_OF_MEMORY (out of "
-            "memory) at lib/cuda.cpp:42");
+            "memory) at lib/devices/cuda.cpp:42");
   // The driver did not know the code: the number stands in.
   EXPECT_EQ(FormatCallError(12345, nullptr, nullptr, "cuInit(0)", "a.cpp", 7),
             "cuInit(0) failed: CUDA error 12345 at a.cpp:7");
@@ -96,11 +96,11 @@ TEST(CudaError, CallErrorText) {
 
 TEST(CudaError, CarriesTheCallAndWhere) {
   const Error e(2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory",
-                "cuMemAlloc_v2(&ptr, n)", "lib/cuda.cpp", 42);
+                "cuMemAlloc_v2(&ptr, n)", "lib/devices/cuda.cpp", 42);
   EXPECT_EQ(e.code(), 2);
   EXPECT_EQ(e.name(), "CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(e.call(), "cuMemAlloc_v2(&ptr, n)");
-  EXPECT_EQ(e.file(), "lib/cuda.cpp");
+  EXPECT_EQ(e.file(), "lib/devices/cuda.cpp");
   EXPECT_EQ(e.line(), 42);
   EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_OUT_OF_MEMORY"),
             std::string::npos);

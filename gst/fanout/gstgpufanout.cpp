@@ -44,7 +44,7 @@
 
 #include "gstgpufanout-private.h"
 
-#include "gstgpufandevices.h"
+#include "common/gstgpufandevices.h"
 
 GST_DEBUG_CATEGORY (gst_gpufan_out_debug);
 #define GST_CAT_DEFAULT gst_gpufan_out_debug

@@ -8,7 +8,7 @@
 
 #include "gstgpufanout-private.h"
 
-#include "gstgpufancudacontext.h"
+#include "common/gstgpufancudacontext.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 

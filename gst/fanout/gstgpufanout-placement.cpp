@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "gstgpufanbinding.h"
-#include "gstgpufancudacontext.h"
-#include "gstgpufangpumove.h"
-#include "gstgpufandevices.h"
+#include "common/gstgpufanbinding.h"
+#include "common/gstgpufancudacontext.h"
+#include "common/gstgpufangpumove.h"
+#include "common/gstgpufandevices.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 

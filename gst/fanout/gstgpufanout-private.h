@@ -33,11 +33,11 @@
 #include "gpufan/placement.h"
 #include "gpufan/session.h"
 #include "gpufan/staging.h"
-#include "gstgpufangpumove.h"
+#include "common/gstgpufangpumove.h"
 #include "gstgpufanout.h"
 #include "gstgpufantaskpool.h"
-#include "gstgpufanhostmemory.h"
-#include "gstgpufanutils.h"
+#include "common/gstgpufanhostmemory.h"
+#include "common/gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 

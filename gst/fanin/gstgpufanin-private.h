@@ -32,8 +32,8 @@
 
 #include "gpufan/mutex.h"
 #include "gpufan/session.h"
-#include "gstgpufangpumove.h"
-#include "gstgpufanutils.h"
+#include "common/gstgpufangpumove.h"
+#include "common/gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
 #define GST_CAT_DEFAULT gst_gpufan_in_debug

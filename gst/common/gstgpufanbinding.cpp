@@ -10,8 +10,8 @@
 #include <regex>
 #include <set>
 
-#include "gstgpufanin.h"
-#include "gstgpufanout.h"
+#include "fanin/gstgpufanin.h"
+#include "fanout/gstgpufanout.h"
 
 /* Elements a walk visits at most: a branch is a handful; this only ends a
  * walk through a pathological graph. */

@@ -16,7 +16,7 @@
 #include <map>
 #include <thread>
 
-#include "gstgpufanout-private.h"
+#include "fanout/gstgpufanout-private.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
 

@@ -12,9 +12,9 @@
 
 #include "gstgpufanin-private.h"
 
-#include "gstgpufancudacontext.h"
-#include "gstgpufandevices.h"
-#include "gstgpufanhostmemory.h"
+#include "common/gstgpufancudacontext.h"
+#include "common/gstgpufandevices.h"
+#include "common/gstgpufanhostmemory.h"
 
 #include <mutex>
 #include <optional>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gstgpufanbinding.h"
+#include "common/gstgpufanbinding.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 

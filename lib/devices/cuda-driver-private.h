@@ -45,7 +45,7 @@ GPUFAN_API std::string FormatDriverVersion(int version);
 
 // The text of Error::what() for a failed call:
 // "cuMemAlloc_v2(&ptr, n) failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)
-// at lib/cuda.cpp:42". A null or empty `name` (the driver did not know the
+// at lib/devices/cuda.cpp:42". A null or empty `name` (the driver did not know the
 // code) becomes "CUDA error <code>".
 GPUFAN_API std::string FormatCallError(int code, const char *name,
                                        const char *description,

@@ -47,11 +47,11 @@
 #include <vector>
 
 #include "gpufan/placement.h"
-#include "gstgpufanbinding.h"
-#include "gstgpufandevices.h"
-#include "gstgpufanin.h"
-#include "gstgpufanout.h"
-#include "gstgpufanout-private.h"
+#include "common/gstgpufanbinding.h"
+#include "common/gstgpufandevices.h"
+#include "fanin/gstgpufanin.h"
+#include "fanout/gstgpufanout.h"
+#include "fanout/gstgpufanout-private.h"
 
 GST_DEBUG_CATEGORY (gst_gpufan_bin_debug);
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
