@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -60,106 +61,21 @@
 #include "gpufan/reorder-window.h"
 #include "gpufan/scheduler.h"
 #include "gpufan/service-time.h"
+#include "gpufan/session-types.h"
 #include "gpufan/stats.h"
 
 namespace gpufan {
 
-constexpr int64_t kNoTime = -1;
-
-struct SessionConfig {
-  Policy policy = Policy::kAdaptive;
-  uint32_t lane_queue_size =
-      4;  // items queued per lane before it counts as full
-  // (a lane of microseconds queues more: Scheduler::LaneQueueLimit)
-  // 0: automatic, the sum over lanes of (the deepest queue limit the lane has
-  // had + 2), which is lanes * (lane_queue_size + 2) for lanes of
-  // milliseconds; with kAdaptive, plus, for
-  // lanes of different speeds, the items the faster lanes complete while the
-  // slowest works on one (at most as much again; it grows as the speeds are
-  // learned and shrinks only when a lane is removed). When the limit is reached
-  // while the window waits for a head whose lane is idle (its branch may have
-  // dropped it), that lane still gets items, up to lane_queue_size + 1
-  // outstanding and as many in flight beyond the limit: only a later item on
-  // a FIFO lane proves the drop.
-  uint32_t max_in_flight = 0;
-  int64_t stall_timeout_ns =
-      2'000'000'000;  // fan-in's bounded wait for a head item
-  // on-stall=replay: a lane whose head waited stall-timeout fails (its items
-  // are sent again, see FailLaneForReplay) instead of losing that item.
-  bool stall_fails_lane = false;
-  // Chunk mode: an item is a chunk of the frames NoteChunkFrame counts
-  // (SetLaneFailed counts those lost). The fan-out moves a stalled lane's
-  // items that have not started to other lanes (MoveUnstarted): such an
-  // item is not given up as soon as it heads the window (a stalled lane's
-  // items otherwise are: they wait behind the one given up), but waits
-  // stall-timeout like any head.
-  bool chunks = false;
-};
-
-// An item a failed lane held, to be sent again (FailLaneForReplay).
-struct ReplayItem {
-  uint64_t seq = 0;
-  int64_t pts_ns = kNoTime;
-};
-
-enum class DispatchStatus {
-  kOk,
-  kFlushing,  // SetFlushing(true) while waiting
-  kNoLanes,   // no eligible lane
-  kGone,      // Redispatch: the item is no longer awaited (it arrived or was
-              // given up meanwhile)
-  kTimedOut,  // DispatchItem's max_wait_ns passed first (the item is not
-              // recorded)
-};
-
-struct Dispatch {
-  DispatchStatus status = DispatchStatus::kNoLanes;
-  uint32_t lane = kNoLane;
-  uint64_t seq = 0;
-  bool awaited = false;  // a fan-in waits for this item (the lane is claimed)
-  // Some eligible lane is joining (a fan-in claimed other lanes, not this
-  // one yet): the fan-out should probe its branch again.
-  bool lanes_joining = false;
-  // The lane was stalled when it was picked: no other lane could take the
-  // item (a stalled lane is the policies' last resort).
-  bool last_resort = false;
-  // Its place among the items dispatched to `lane` since the lane was added
-  // or the session Reset (0, 1, 2...): several threads that dispatch (one
-  // per input stream) must hand their items to the lane in this order, or
-  // the lane would not be FIFO by seq.
-  uint64_t lane_order = 0;
-};
-
-enum class PushOutcome {
-  kDelivered,  // the branch took it
-  kDropped,    // flushing / not linked: not delivered, not an error
-  kFailed,     // the branch returned an error
-};
-
-enum class ArrivalStatus {
-  kAccepted,   // stored in the window (or matched an unawaited item)
-  kLate,       // its slot had been given up: drop it
-  kUnmatched,  // no outstanding item matches: it is attached to the next
-               // release
-};
-
-struct Arrival {
-  ArrivalStatus status = ArrivalStatus::kAccepted;
-  uint64_t seq = 0;
-};
-
-struct ReadyBatch {
-  std::vector<Released> items;  // in output order
-  uint64_t generation = 0;      // pass to WaitOutput
-  // AddedLatencyNs() grew past what was last reported (MarkLatencyReported):
-  // the fan-in should tell the pipeline (once until the next report).
-  bool latency_grew = false;
-};
-
-// The implementation is one file per concern: session.cpp (configuration,
-// lanes, flushing, notifications), session-admission.cpp (fan-out side),
-// session-lane-state.cpp (lane states, stalls, proofs), session-arrival.cpp
-// (fan-in side), session-release.cpp (output in order) and session-stats.cpp.
+// The core of a Session. The fan-out and the fan-in each see it through their
+// port (gpufan/fanout-port.h, gpufan/fanin-port.h), which documents each call
+// the element makes; both extend a read-only view (gpufan/stats-view.h). The
+// core declares every call once, grouped by port, for the ports and for the
+// library's tests. The implementation is one file per concern: session.cpp
+// (configuration, lanes, flushing, notifications), session-admission.cpp
+// (fan-out side), session-lane-state.cpp (lane states, stalls, proofs),
+// session-liveness.cpp (a stalled lane's marker and retry deadlines),
+// session-arrival.cpp (fan-in side), session-release.cpp (output in order),
+// session-end.cpp (the end-of-stream decision) and session-stats.cpp.
 class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
  public:
   static std::shared_ptr<Session> Create(
@@ -171,7 +87,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint64_t id() const { return id_; }  // unique in this process
   const Clock& clock() const { return *clock_; }
 
-  // --- configuration ---
+  // --- configuration (SessionConfig; each element sets its own) ---
   void SetPolicy(Policy policy);
   Policy policy() const;
   void SetLaneQueueSize(uint32_t size);  // >= 1
@@ -181,348 +97,133 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint32_t EffectiveMaxInFlight() const;
   void SetStallTimeout(int64_t ns);  // > 0
   int64_t stall_timeout_ns() const;
+  void SetStallFailsLane(bool fails);
+  bool stall_fails_lane() const;
+  void SetChunkMode(bool chunks);  // SessionConfig::chunks
 
-  // --- lanes (lane ids are the fan-out's src pad indices) ---
+  // --- the fan-out's calls (gpufan/fanout-port.h documents them) ---
   void AddLane(uint32_t lane, const Device& device, double weight = 1.0);
-  // Forgets the lane; its outstanding items are dropped.
   void RemoveLane(uint32_t lane);
-  bool HasLane(uint32_t lane) const;
   void SetLaneWeight(uint32_t lane, double weight);
-  // The device the lane runs on changed (placement happens after AddLane).
   void SetLaneDevice(uint32_t lane, const Device& device);
-  // What the lane's statistics show of the fan-out's side of it (LaneStats::
-  // worker_thread, host_pool...); kept until the lane is removed.
   void SetLaneInfo(uint32_t lane, LaneInfo info);
-  // Only LaneInfo::worker_thread changes (the lane's thread started and was
-  // bound, or not); the host pool stays.
   void SetLaneWorkerThread(uint32_t lane, std::string worker_thread);
-  // The lane's worker copied a frame into its host pool (`copied`), or found
-  // it had to and could not.
   void CountStaging(uint32_t lane, bool copied);
-  // A frame in GPU memory reached `lane` by `path`, moving `bytes` in `ns`;
-  // a copy's time is the lane's latest started item's, kept out of its
-  // service time.
   void CountGpuFrame(uint32_t lane, GpuCopyPath path, uint64_t bytes = 0,
                      int64_t ns = 0);
-  // The fan-in moved a frame in GPU memory to its output device by `path`.
-  void CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes = 0,
-                           int64_t ns = 0);
-  // Ineligible lanes get no new items (unlinked, failed, ended, flushing).
   void SetLaneEligible(uint32_t lane, bool eligible);
-  // A fan-in waits for the lane's items from now on.
-  void ClaimLane(uint32_t lane);
   bool IsLaneClaimed(uint32_t lane) const;
-  // The fan-in let go of the lane (its pad was released, or the pipeline
-  // stopped): its outstanding items count as dropped and later ones are not
-  // awaited until the lane is claimed again.
   void UnclaimLane(uint32_t lane);
-  // The lane is stalled: an item of it was the window's head for
-  // stall-timeout without coming back (see LaneState::kStalled).
   bool IsLaneStalled(uint32_t lane) const;
-  // Why no lane can take an item, for an error message; empty when the
-  // reason is only that no lane is linked and active.
+  uint64_t SetLaneFailed(uint32_t lane, bool failed);
+  bool IsLaneFailed(uint32_t lane) const;
   std::string WhyNoLane() const;
-
-  // --- fan-out side ---
-  // Waits (flush-aware) until the in-flight limit and a lane's queue allow one
-  // more item, then picks the lane and records the item. `pts_ns` (or kNoTime)
-  // identifies the item on its lane if the branch loses the sequence number.
-  // `origin_gpu`: the GPU whose memory the item is in (-1: host memory, or
-  // not known); kAdaptive then counts each lane's learned time to copy it
-  // to that lane's GPU (CountGpuFrame teaches it).
-  //
-  // `stream`: the input stream it belongs to (AddStream; kMainStream for a
-  // fan-out with one input). Streams share the lanes fairly: while several
-  // wait, the next item to be admitted is the one of the stream with the
-  // least weighted service so far (start-time fair queueing over
-  // AddStream's weights); a stream that was idle starts level with the
-  // others, so its items are not queued behind another stream's backlog.
-  // `max_wait_ns` >= 0: gives up (kTimedOut) after waiting that long (with
-  // an injected clock, when an event finds it has passed).
+  uint64_t LaneResets(uint32_t lane) const;
+  std::shared_ptr<LaneTimer> LaneTimerFor(uint32_t lane);
   Dispatch DispatchItem(int64_t pts_ns, int origin_gpu = -1,
                         uint32_t stream = kMainStream,
                         int64_t max_wait_ns = -1);
-  // Like DispatchItem but never waits: std::nullopt when it would have to.
-  std::optional<Dispatch> TryDispatchItem(int64_t pts_ns, int origin_gpu = -1);
-  // The lane worker takes the item out of its queue and starts pushing it.
-  // False when the item is no longer awaited or tracked (its lane stalled and
-  // it was given up, or a flush forgot it): the worker drops it unpushed.
-  // `woken`: the item went into the empty queue of a worker that was asleep
-  // waiting for it; its dispatch-to-start time is then a sample of the
-  // lane's wake-up (LaneStats::wake_ns, used by kAdaptive).
   bool MarkStarted(uint32_t lane, uint64_t seq, bool woken = false);
-  // Item `seq`, dispatched to `lane`, never reached the lane's queue (the
-  // lane stopped or stalled before it could take it): it is dropped and
-  // leaves the lane's queued count.
   void WithdrawItem(uint32_t lane, uint64_t seq);
-  // The push into the branch returned. Completes unawaited items. True when
-  // the worker should push a marker behind the item (ProveLane): it is
-  // awaited and has not come back yet, or the lane is stalled and a marker
-  // that comes back shows it alive again.
   bool OnPushed(uint32_t lane, uint64_t seq, PushOutcome outcome);
-  // OnPushed(lane, pushed_seq, outcome) and then MarkStarted(lane, seq) under
-  // one lock: a worker that finds its next item queued reports its last push
-  // as it starts the next one; returns MarkStarted's answer. *marker is
-  // OnPushed's: then the next item is not started (false is returned), the
-  // worker pushes the marker behind the pushed item and calls MarkStarted.
   bool MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
                             PushOutcome outcome, uint64_t seq, bool *marker);
-  // Called each time a lane stalls, without the Session's lock, from the
-  // thread whose call found the stall (TakeReady and the *AndTakeReady
-  // calls): the fan-out's idle lane worker has no other way to learn that it
-  // should start sending liveness markers. Setting another listener (or
-  // none) waits for a call in progress; the old one is not called after.
-  // The listener must not call back into the Session's stalling calls.
   void SetStallListener(std::function<void(uint32_t lane)> listener);
-  // Called, as the stall listener and from the same calls, once the input
-  // ended and every item has left the window (AccountedForSinceNs is set):
-  // a lane that holds its EOS back for replay may let it go.
   void SetDrainListener(std::function<void()> listener);
-  // The fan-out's input ended (EOS went into every lane): once every item
-  // is accounted for, the fan-in need not wait longer than stall-timeout for
-  // the lanes' own EOS (AccountedForSinceNs).
   void EndInput();
-  bool input_ended() const;
-  // Serialized events: the fan-out records where in the item sequence an event
-  // (identified by its seqnum) happened, the fan-in places it there.
   uint64_t MarkEventPosition(uint32_t event_key);
-  std::optional<uint64_t> EventPosition(uint32_t event_key) const;
-
-  // --- input streams: one fan-out over several inputs ---
-  // Streams share the lanes; each stream's items leave the window in that
-  // stream's order, held back by no other stream (ReorderWindow). Ids are
-  // the caller's (a fan-out's sink_%u index + 1); kMainStream is not one.
-  // DispatchItem adds a stream it does not know, with weight 1.
+  uint64_t NextSeq() const;
+  void SetFlushing(bool flushing);
+  void Reset();
+  bool StartTrace(const std::string &path, std::string *error);
+  void StopTrace();
   void AddStream(uint32_t stream, double weight = 1.0);
-  // Forgets the stream's share and statistics; its items in flight still
-  // leave the window in their order.
   void RemoveStream(uint32_t stream);
   void SetStreamWeight(uint32_t stream, double weight);  // > 0
-  // At most `limit` of the stream's items in flight (0: no bound of its own).
   void SetStreamMaxInFlight(uint32_t stream, uint32_t limit);
-  // `payload` (an event of the stream) leaves after every item of the
-  // stream dispatched so far, before any later one.
   void AttachStreamEvent(uint32_t stream, PayloadPtr payload);
-  // A flush of one stream: while it lasts, DispatchItem for it returns
-  // kFlushing (a waiting one wakes); its end forgets the stream's items in
-  // the window (their slots leave empty: counted, not waited for). The
-  // flush listener is told both, after unlocking, unless `tell_listener`
-  // is false (the stream's pad is being (de)activated: no flush to pass on).
   void FlushStream(uint32_t stream, bool start, bool tell_listener = true);
-  // The fan-in's: pushes the flush on the stream's output. Setting another
-  // (or none) waits for a call in progress.
-  void SetStreamFlushListener(
-      std::function<void(uint32_t stream, bool start)> listener);
-  // The fan-out dropped one of the stream's frames before dispatch (leaky).
   void CountLeakyDrop(uint32_t stream);
-  bool HasStreams() const;
-  // The stream was added (AddStream, or a dispatch of it) and not removed.
-  bool HasStream(uint32_t stream) const;
-
-  // --- chunk mode: one item stands for a run of frames ---
-  // Item `seq` of `lane` made progress (its lane took a frame of it, or
-  // returned an output): if it heads the window, its stall clock starts
-  // again. A chunk is given up after stall-timeout without progress, not
-  // stall-timeout after it became the head.
   void NoteProgress(uint32_t lane, uint64_t seq);
-  // Progress as NoteProgress, by one more frame that went to its lane: the
-  // chunk stands for that many frames (what SetLaneFailed counts lost).
   void NoteChunkFrame(uint32_t lane, uint64_t seq);
-  // The item stood for `units` units of work (frames) where `nominal` is
-  // the usual: its service time is learned as if it had been nominal, so
-  // that the policies weigh a long chunk as long.
   void SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
                     uint32_t nominal);
-  // Blocks until item `seq` of `lane` is settled (it came back, was proven
-  // dropped, given up or forgotten), the session flushes, or the lane is
-  // removed or ineligible (SetLaneEligible). True when it was settled.
   bool WaitSettled(uint32_t lane, uint64_t seq);
-  // The fan-in: chunk `seq` of `lane` ended without its drain, at an EOS
-  // the branch made itself (a queue does so after an error downstream of
-  // it): the chunk is given up, counted failed, and settled.
-  void EndChunkByBranch(uint32_t lane, uint64_t seq);
-  // The lane worker, once chunk `seq` settled: whether EndChunkByBranch
-  // ended it (its branch failed).
   bool ChunkEndedByBranch(uint32_t lane, uint64_t seq) const;
+  std::vector<ReplayItem> FailLaneForReplay(uint32_t lane);
+  Dispatch Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
+                      const std::vector<uint32_t>& allowed);
+  void GiveUpReplay(uint32_t lane, uint64_t seq);
+  Dispatch MoveUnstarted(uint64_t seq, uint32_t from_lane,
+                         const std::vector<uint32_t>& allowed);
+  uint64_t ReleasedThrough() const;
+  void SetReleaseListener(std::function<void(uint64_t)> listener);
+  // Calls no element makes (tests, tools).
+  bool HasLane(uint32_t lane) const;
+  // Like DispatchItem but never waits: std::nullopt when it would have to.
+  std::optional<Dispatch> TryDispatchItem(int64_t pts_ns, int origin_gpu = -1);
+  bool HasStreams() const;
+  // A stalled lane's liveness markers: due stall-timeout after the stall,
+  // then stall-timeout after each marker (or check that found one due).
+  LivenessMarker CheckLivenessMarker(uint32_t lane, int64_t *due_ns);
+  int64_t LastResortRetryDueNs() const;
+  // Takes no Session lock: the caller holds its own (`lock`).
+  std::cv_status WaitUntilDue(CondVar& cv, std::unique_lock<Mutex>& lock,
+                              int64_t due_ns) const;
 
-  // --- fan-in side ---
-  // An item came out of lane `lane`'s branch. With `seq` known (the meta
-  // survived) it is matched directly; otherwise by `pts_ns` among the lane's
-  // outstanding items, else the lane's oldest (each lane is FIFO). Earlier
-  // outstanding items of the same lane are declared dropped.
-  // `wake_output` false: the caller takes what may leave (TakeReady) itself,
-  // so WaitOutput is not woken (the generation does not move) for this
-  // arrival; a matched item still wakes DispatchItem.
+  // --- the fan-in's calls (gpufan/fanin-port.h documents them; it makes
+  // UnclaimLane and LaneTimerFor too) ---
+  void ClaimLane(uint32_t lane);
+  bool HasStream(uint32_t stream) const;
+  void SetStreamFlushListener(
+      std::function<void(uint32_t stream, bool start)> listener);
   Arrival Arrive(uint32_t lane, std::optional<uint64_t> seq, int64_t pts_ns,
                  PayloadPtr payload, bool wake_output = true);
-  // Arrive(..., false) and TakeReady() under one lock, for a caller that
-  // pushes the output itself.
+  // The forms that return a new batch (tests; the fan-in reuses one).
   ReadyBatch ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
                                 int64_t pts_ns, PayloadPtr payload,
                                 Arrival *arrival);
-  // The same into `*batch`, whose items are replaced (destroyed first,
-  // outside the lock): a caller that keeps one batch reuses its storage. So
-  // do the other *TakeReady(ReadyBatch *) overloads.
   void ArriveAndTakeReady(uint32_t lane, std::optional<uint64_t> seq,
                           int64_t pts_ns, PayloadPtr payload, Arrival *arrival,
                           ReadyBatch *batch);
-  // A marker the lane worker pushed behind item `seq` came out of the
-  // lane's branch: every item of the lane up to `seq` that has not come back
-  // never will (the branch keeps serialized events in order with buffers).
-  // Shows the lane alive (a stalled lane is scheduled again).
   void ProveLane(uint32_t lane, uint64_t seq);
-  // ProveLane() and TakeReady() under one lock (see ArriveAndTakeReady).
   ReadyBatch ProveLaneAndTakeReady(uint32_t lane, uint64_t seq);
   void ProveLaneAndTakeReady(uint32_t lane, uint64_t seq, ReadyBatch *batch);
-  // Attaches a payload (an event) to leave right before item `seq`.
   void AttachBefore(uint64_t seq, PayloadPtr payload);
-  // The lane ended (EOS): its outstanding items are gone.
   void LaneEnded(uint32_t lane);
-  // Chunk mode: the fan-in got the flush that reset the lane's branch after
-  // a chunk; the fan-out counts them to see whether its reset got through
-  // (a branch element that drops flushes leaves the pads behind it at EOS).
+  std::optional<uint64_t> EventPosition(uint32_t event_key) const;
+  bool HoldsArrivedFrom(uint32_t lane) const;
   void NoteLaneReset(uint32_t lane);
-  uint64_t LaneResets(uint32_t lane) const;
-  // The fan-out took the lane out of the stream because its branch failed
-  // (true), or starts it again (false). A failed lane's outstanding items are
-  // given up at once; it gets no items (LaneState::kFailed) and a fan-in
-  // stops waiting for its EOS. A flush (Reset) keeps it failed. Returns the
-  // frames given up that a fan-in awaited (a chunk counts its frames less
-  // the outputs that left already, as if the branch made one per frame).
-  uint64_t SetLaneFailed(uint32_t lane, bool failed);
-  bool IsLaneFailed(uint32_t lane) const;
-  // The fan-in's output failed (downstream returned a fatal flow): the
-  // lanes' pushes will return that error too, and it is not theirs.
-  void NoteOutputFailed();
-  bool output_failed() const;
-
-  // --- replay: a failed lane's items go to other lanes ---
-  // Nothing a failed lane returns is accepted (kLate): its items' copies
-  // come from the lanes they were sent to again. A lane keeps its FIFO
-  // proof (an arrival or a marker proves the items pushed before it
-  // dropped) for the items dispatched to it; a replayed item is queued
-  // ahead of them (the window waits for it), so only its own arrival, the
-  // marker right behind it (which proves nothing else), its lane's end or
-  // the stall timeout settle it.
-  //
-  // Takes `lane` out of the stream (as SetLaneFailed(lane, true)) and hands
-  // over what it held: each awaited item it has not returned stays pending
-  // in the window and is returned, oldest first, for the fan-out to send
-  // again (Redispatch or GiveUpReplay, each exactly once). Items nobody
-  // awaits are dropped. The item inside the lane's push, if it had been
-  // sent again already, failed two lanes: it is given up (counted failed),
-  // so that one bad frame cannot take every lane out. A pending head among
-  // them gets a fresh stall timeout.
-  std::vector<ReplayItem> FailLaneForReplay(uint32_t lane);
-  // Sends pending item `seq`, which `from_lane` holds (the failed lane, or
-  // the lane a previous Redispatch of it chose and that could not queue
-  // it), again: picks, among `allowed` lanes that take items, the one
-  // expected to finish it soonest (its outstanding items times its learned
-  // service time), records it there past the lane's queue bound, and moves
-  // its window slot to it. kNoLanes: no allowed lane takes items; kGone: it
-  // is no longer awaited, or no longer `from_lane`'s (another thread sent
-  // it on).
-  Dispatch Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
-                      const std::vector<uint32_t>& allowed);
-  // The fan-out cannot send item `seq` again (no lane left, or it no longer
-  // holds the frame): the item is dropped, counted on `lane` (the lane that
-  // failed).
-  void GiveUpReplay(uint32_t lane, uint64_t seq);
-  void SetStallFailsLane(bool fails);
-  bool stall_fails_lane() const;
-  // Moves pending item `seq`, which stalled lane `from_lane` holds and has
-  // not started (MarkStarted), to the `allowed` lane expected to finish it
-  // soonest, as Redispatch does (queued out of its new lane's order; counted
-  // handed over and replayed). kGone: it started, arrived, was given up, or
-  // is not `from_lane`'s; kNoLanes: no allowed lane takes items.
-  Dispatch MoveUnstarted(uint64_t seq, uint32_t from_lane,
-                         const std::vector<uint32_t>& allowed);
-  void SetChunkMode(bool chunks);  // SessionConfig::chunks
-  // Every item below this seq has left the window (the fan-out may forget
-  // what it kept to replay them).
-  uint64_t ReleasedThrough() const;
-  // Called, as the stall listener and from the same calls, with
-  // ReleasedThrough() after items left the window. Costs the output nothing
-  // while none is set.
-  void SetReleaseListener(std::function<void(uint64_t)> listener);
-  // The seq the next dispatched item gets: a lane that starts now has
-  // passed every event placed before it.
-  uint64_t NextSeq() const;
-
-  // Releases what may leave now, in order, applying the stall timeout to a
-  // pending head. Never blocks.
-  ReadyBatch TakeReady();
-  // The same into a batch the caller keeps (its vector's capacity is reused).
-  void TakeReady(ReadyBatch *batch);
-  // Blocks until the generation moves past `generation` or the stall
-  // deadline of a head pending during the wait passes, whichever comes
-  // first; the second form also ends after `max_wait_ns`. The generation
-  // moves for an arrival the caller is to take, a drop, a stall, the end
-  // of the input, SetFlushing (either way), Reset, WakeOutput, and a new
-  // pending head that expires before the wait would end (a dispatch into an
-  // empty window, or a stalled lane's item, which is given up as soon as it
-  // heads the window). Flushing alone does not end it. A head's deadline
-  // holds the wait to it even once that head has left (nothing announces
-  // that; a later head's deadline is no earlier), until a TakeReady at or
-  // after it. Deadlines bound the wait only with a real-time clock.
-  void WaitOutput(uint64_t generation);
-  void WaitOutput(uint64_t generation, int64_t max_wait_ns);
-  void WakeOutput();
-  // True when nothing awaited is in the window.
-  bool WindowEmpty() const;
-  // The window's head while it is pending (nothing before it is left to
-  // release but what is attached to it): chunk mode sends a head chunk's
-  // output as it comes.
-  std::optional<uint64_t> PendingHeadSeq() const;
-  // Chunk mode: an output of item `seq` came back from `lane`. Counts as
-  // progress (NoteProgress) and says where the item stands.
+  void EndChunkByBranch(uint32_t lane, uint64_t seq);
   enum class ChunkState {
     kHead,     // it heads the window: its output may leave now
     kWaiting,  // it waits for earlier items
     kGone,     // given up or forgotten: its output is late
   };
   ChunkState ChunkOutput(uint32_t lane, uint64_t seq);
-  // The fan-in sends `outputs` outputs of head chunk `seq` downstream
-  // before the chunk ended (what SetLaneFailed does not count lost). False,
-  // and they are late, when the item is no longer pending on `lane`.
   bool NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs);
-  // True while item `seq` has its slot in the window.
+  std::optional<uint64_t> PendingHeadSeq() const;
   bool IsOpen(uint64_t seq) const;
-  // Since when every item is accounted for (delivered, proven dropped or
-  // given up) after the input ended; kNoTime while that is not so.
-  int64_t AccountedForSinceNs() const;
-  // What ordering adds to the pipeline's latency: the longest time an item
-  // recently spent between its dispatch and its arrival at the fan-in (an
-  // item leaves at the latest when every earlier one arrived, and earlier
-  // ones were dispatched earlier). At most stall-timeout. 0 before anything
-  // came back.
+  ReadyBatch TakeReady();
+  void TakeReady(ReadyBatch *batch);
+  void WaitOutput(uint64_t generation);
+  void WaitOutput(uint64_t generation, int64_t max_wait_ns);
+  void WakeOutput();
+  bool WindowEmpty() const;
+  void NoteOutputFailed();
+  void CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes = 0,
+                           int64_t ns = 0);
   int64_t AddedLatencyNs() const;
-  // The fan-in answered a latency query with `ns`.
   void MarkLatencyReported(int64_t ns);
-  // True while something that came back on `lane` waits in the window (a
-  // serialized query on that lane must not overtake it).
-  bool HoldsArrivedFrom(uint32_t lane) const;
+  bool MayEndStream(bool all_inputs_ended) const;
+  EndOfStream DecideEndOfStream(const std::vector<EosInput>& inputs) const;
 
-  // --- flushing ---
-  // While flushing, DispatchItem returns kFlushing and waiters wake up.
-  void SetFlushing(bool flushing);
-  bool flushing() const;
-  // Forgets every item in flight and in the window (after a flush). Learned
-  // service times and counters are kept; sequence numbers keep increasing.
-  void Reset();
-
+  // --- read-only (gpufan/stats-view.h) ---
   SessionStats Stats() const;
-
-  // --- where the lanes' time goes (gpufan/lane-time.h) ---
-  // The timer of `lane`, made with the lane (AddLane) and kept by it: the
-  // threads that time the lane take it once. For a lane the Session does
-  // not know, a timer of its own that nothing reads.
-  std::shared_ptr<LaneTimer> LaneTimerFor(uint32_t lane);
-  // Writes a trace of the session to `path` from now on (trace-event JSON,
-  // see TraceWriter) until StopTrace or the next StartTrace. False with
-  // *error set when the file cannot be made.
-  bool StartTrace(const std::string &path, std::string *error);
-  void StopTrace();
+  bool flushing() const;
+  bool input_ended() const;
+  bool output_failed() const;
+  int64_t AccountedForSinceNs() const;
 
  private:
   struct Outstanding {
@@ -585,6 +286,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
+    // When the fan-out's idle worker is to send its next liveness marker
+    // (CheckLivenessMarker); set when the lane stalls, kNoTime once a check
+    // found it answered again.
+    int64_t marker_due_ns = kNoTime;
     std::deque<Outstanding> outstanding;  // FIFO, oldest first: ascending seq
     // Replayed items a marker was asked for (OnPushed) that has not come
     // back: their marker proves only them (the fan-out queues a replayed

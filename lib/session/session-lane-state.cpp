@@ -260,6 +260,10 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
 void Session::StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns) {
   RecordStallUnlocked(lane, head_seq, now_ns);
   lane.stalled = true;
+  // The fan-out learns of the stall now (the stall listener); its first
+  // marker is due stall-timeout later, unless a run of markers is on.
+  if (lane.marker_due_ns == kNoTime)
+    lane.marker_due_ns = now_ns + config_.stall_timeout_ns;
   NotifyAllUnlocked();
 }
 
