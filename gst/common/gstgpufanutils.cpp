@@ -204,9 +204,10 @@ gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
 
 #define PAIR_QUERY_NAME "GstGpuFanPair"
 
-/* A boxed copy of a shared_ptr<Session>, so that the query owns a reference
+/* A boxed copy of the fan-in's port of a Session (the pairing hands it
+ * over, see gpufan/fanout-port.h), so that the query owns a reference
  * for as long as it lives, whichever thread answers it. */
-using SessionRef = std::shared_ptr<gpufan::Session>;
+using SessionRef = std::shared_ptr<gpufan::FanInPort>;
 
 static gpointer
 session_ref_copy (gpointer ref)
@@ -482,7 +483,7 @@ gst_gpufan_stream_pad_name (guint32 stream)
 }
 
 GstStructure *
-gst_gpufan_stats_to_structure (const gpufan::Session & session)
+gst_gpufan_stats_to_structure (const gpufan::StatsView & session)
 {
   const gpufan::SessionStats stats = session.Stats ();
 
@@ -521,7 +522,7 @@ gst_gpufan_stats_to_structure (const gpufan::Session & session)
 }
 
 GstMessage *
-gst_gpufan_stats_message_new (GstObject * src, const gpufan::Session & session)
+gst_gpufan_stats_message_new (GstObject * src, const gpufan::StatsView & session)
 {
   return gst_message_new_element (src, gst_gpufan_stats_to_structure (session));
 }

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "gpufan/session.h"
+#include "gpufan/fanin-port.h"
 
 G_BEGIN_DECLS
 
@@ -86,11 +86,12 @@ gboolean gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
 
 /* Pairing query (custom, non-serialized, both directions):
  *  - downstream: gpufanout asks through lane @lane's branch "is a gpufanin at
- *    the end?"; the fan-in copies the session and answers claimed=TRUE.
+ *    the end?"; the fan-in copies the session (its fan-in port, which the
+ *    fan-out hands over here) and answers claimed=TRUE.
  *  - upstream: gpufanin asks "which fan-out lane feeds me?"; the fan-out's src
  *    pad fills in the session and the lane. */
 GstQuery *
-gst_gpufan_pair_query_new (const std::shared_ptr<gpufan::Session> * session,
+gst_gpufan_pair_query_new (const std::shared_ptr<gpufan::FanInPort> * session,
     guint lane, GstElement * fanout);
 /* The name of the gpufanout that asked or answered ("?" if none said). */
 void gst_gpufan_pair_query_set_fanout (GstQuery * query, GstElement * fanout);
@@ -98,9 +99,9 @@ gchar * gst_gpufan_pair_query_get_fanout (GstQuery * query);
 gboolean gst_gpufan_is_pair_query (GstQuery * query);
 /* Reads the session and lane; FALSE if the query carries no session. */
 gboolean gst_gpufan_pair_query_parse (GstQuery * query,
-    std::shared_ptr<gpufan::Session> * session, guint * lane);
+    std::shared_ptr<gpufan::FanInPort> * session, guint * lane);
 void gst_gpufan_pair_query_set_session (GstQuery * query,
-    const std::shared_ptr<gpufan::Session> & session, guint lane);
+    const std::shared_ptr<gpufan::FanInPort> & session, guint lane);
 void gst_gpufan_pair_query_set_claimed (GstQuery * query);
 gboolean gst_gpufan_pair_query_claimed (GstQuery * query);
 /* How many fan-out/fan-in pairs the query is inside of on its way: a pair
@@ -162,8 +163,8 @@ private:
 /* @session's statistics, with the fan-out's per-lane fields (worker
  * thread, copies, host pool) that it set on the Session: the same from
  * either element. */
-GstStructure * gst_gpufan_stats_to_structure (const gpufan::Session & session);
+GstStructure * gst_gpufan_stats_to_structure (const gpufan::StatsView & session);
 /* Why a stalled lane is stalled, for the stats and warnings (g_free). */
 gchar * gst_gpufan_stall_reason (const gpufan::LaneStats & lane);
 GstMessage * gst_gpufan_stats_message_new (GstObject * src,
-    const gpufan::Session & session);
+    const gpufan::StatsView & session);

@@ -23,24 +23,17 @@ gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv)
   return true;
 }
 
-/* Whether the stream ends now (see docs/ordering.md, "When the stream
- * ends"): when every sink pad has EOS and the window is empty; or when the
- * fan-out's input ended and every item is accounted for, as soon as every
- * lane that is not stalled has returned EOS and at the latest stall-timeout
- * later (a branch may swallow EOS; a stalled lane was waited for already).
- * TRUE to end now, @missing naming the lanes whose EOS never came; else
- * *deadline_ns (or kNoTime) is when to look again unless woken first. */
+/* Whether the stream ends now: the rule is the Session's (FanInPort::
+ * DecideEndOfStream, see docs/ordering.md, "When the stream ends"); here,
+ * which pads have their EOS, and the names of those whose EOS never came.
+ * TRUE to end now, @missing naming them; else *deadline_ns (or kNoTime) is
+ * when to look again unless woken first. */
 bool
 gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, std::string * missing,
+    const std::shared_ptr<gpufan::FanInPort> & session, std::string * missing,
     gint64 * deadline_ns)
 {
   GstGpuFanInPrivate * priv = self->priv;
-  struct Waiting {
-    std::string pad;
-    bool paired;
-    guint lane;
-  };
   *deadline_ns = gpufan::kNoTime;
   bool all_eos;
   {
@@ -49,63 +42,47 @@ gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
       return false;
     all_eos = gst_gpufan_in_all_pads_eos_unlocked (priv);
   }
-  if (!session->WindowEmpty ())
-    return false;
-  if (all_eos)
-    return true;
-  const gint64 since = session->AccountedForSinceNs ();
-  if (since == gpufan::kNoTime)
+  /* the common answer, without collecting the pads */
+  if (!session->MayEndStream (all_eos))
     return false;
 
-  /* Only now, once the input ended: which lanes are still without EOS. */
-  std::vector<Waiting> waiting;
-  bool no_pads;
+  std::vector<gpufan::EosInput> inputs;
+  std::vector<std::string> pad_names;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    no_pads = priv->pads.empty ();
-    for (auto & kv : priv->pads)
-      if (!kv.second.eos)
-        waiting.push_back (Waiting{ GST_OBJECT_NAME (kv.first),
-            kv.second.paired, kv.second.lane });
+    for (auto & kv : priv->pads) {
+      inputs.push_back (gpufan::EosInput{ kv.second.eos, kv.second.paired,
+              kv.second.lane });
+      pad_names.push_back (GST_OBJECT_NAME (kv.first));
+    }
   }
-  if (waiting.empty ())
-    return !no_pads; /* the last pad got EOS meanwhile */
+  const gpufan::EndOfStream end = session->DecideEndOfStream (inputs);
+  if (!end.ends) {
+    *deadline_ns = end.recheck_ns;
+    return false;
+  }
 
-  const gpufan::SessionStats stats = session->Stats ();
-  auto lane_stats = [&stats] (guint id) -> const gpufan::LaneStats * {
-    for (const auto & l : stats.lanes)
-      if (l.lane == id)
-        return &l;
-    return nullptr;
-  };
-  bool wait_more = false;
   std::string names;
-  for (const Waiting & w : waiting) {
-    const gpufan::LaneStats * l = w.paired ? lane_stats (w.lane) : nullptr;
-    /* a lane taken out of the stream sends nothing more, EOS included */
-    if (l && l->state == gpufan::LaneState::kFailed)
-      continue;
-    const bool stalled = l && l->state == gpufan::LaneState::kStalled;
-    wait_more |= !stalled;
+  for (const gpufan::MissingInput & m : end.missing) {
+    const char *pad = pad_names[m.input].c_str ();
+    const guint lane = inputs[m.input].lane;
     gchar * text;
-    if (stalled) {
-      gchar * why = gst_gpufan_stall_reason (*l);
-      text = g_strdup_printf ("%s (lane %u, stalled: %s)", w.pad.c_str (),
-          w.lane, why);
+    if (m.why == gpufan::MissingEos::kStalled) {
+      gpufan::LaneStats stall;
+      stall.stall_kind = m.stall_kind;
+      stall.stalled_seq = m.stalled_seq;
+      stall.stalled_ns = m.stalled_ns;
+      gchar * why = gst_gpufan_stall_reason (stall);
+      text = g_strdup_printf ("%s (lane %u, stalled: %s)", pad, lane, why);
       g_free (why);
-    } else if (w.paired) {
+    } else if (m.why == gpufan::MissingEos::kNotInTime) {
       text = g_strdup_printf ("%s (lane %u, no EOS within stall-timeout)",
-          w.pad.c_str (), w.lane);
+          pad, lane);
     } else {
-      text = g_strdup_printf ("%s (never paired with a lane)", w.pad.c_str ());
+      text = g_strdup_printf ("%s (never paired with a lane)", pad);
     }
     names += (names.empty () ? "" : ", ") + std::string (text);
     g_free (text);
-  }
-  const gint64 deadline = since + session->stall_timeout_ns ();
-  if (wait_more && session->clock ().NowNs () < deadline) {
-    *deadline_ns = deadline;
-    return false;
   }
   *missing = names;
   return true;
@@ -116,7 +93,7 @@ gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
  * statistics, then one EOS. */
 void
 gst_gpufan_in_finish_stream (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session,
+    const std::shared_ptr<gpufan::FanInPort> & session,
     const std::string & missing)
 {
   GstGpuFanInPrivate * priv = self->priv;

@@ -71,7 +71,7 @@ gst_gpufan_in_hold_chunk_output (GstGpuFanIn * self, GstPad * pad,
   if (mode == GST_GPUFAN_HELD_COPY_AUTO && !from_bounded_pool (buffer))
     return obj;
 
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint64 chunk_seq = 0;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);

@@ -71,7 +71,7 @@ gst_gpufan_in_query_latency (GstGpuFanIn * self, GstQuery * query)
   /* Ordering holds an item until every earlier one arrived: it adds the
    * longest time items recently spent in the lanes (Session::AddedLatencyNs,
    * at most stall-timeout). */
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   {
     std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
     session = self->priv->session;

@@ -197,7 +197,7 @@ gst_gpufan_in_move_to_output_device (GstGpuFanIn * self, GstPad * pad,
       &outcome);
   if (caps)
     gst_caps_unref (caps);
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     session = priv->session;
@@ -344,7 +344,7 @@ mark_batch_done (GstGpuFanInPrivate * priv)
 /* Puts @arrival into the window without taking anything out; @wake_output:
  * the src task takes what it made releasable. */
 static gpufan::Arrival
-hand_over (const std::shared_ptr<gpufan::Session> & session,
+hand_over (const std::shared_ptr<gpufan::FanInPort> & session,
     PendingArrival * arrival, bool wake_output = false)
 {
   if (arrival->marker) {
@@ -358,7 +358,7 @@ hand_over (const std::shared_ptr<gpufan::Session> & session,
 /* A push downstream returned @ret (not OK) for @item: the output stops as
  * GstQueue's does (downstream's EOS ends it quietly). */
 static void
-output_failed (GstGpuFanIn * self, gpufan::Session & session, GstFlowReturn ret,
+output_failed (GstGpuFanIn * self, gpufan::FanInPort & session, GstFlowReturn ret,
     FanInItem * item, bool * pause)
 {
   GstGpuFanInPrivate * priv = self->priv;
@@ -387,7 +387,7 @@ output_failed (GstGpuFanIn * self, gpufan::Session & session, GstFlowReturn ret,
  * Called with output_lock held, after a batch. */
 static void
 stream_head_chunk_locked (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, bool * pause)
+    const std::shared_ptr<gpufan::FanInPort> & session, bool * pause)
 {
   GstGpuFanInPrivate * priv = self->priv;
   if (!priv->chunks_seen.load (std::memory_order_relaxed) || *pause)
@@ -436,7 +436,7 @@ stream_head_chunk_locked (GstGpuFanIn * self,
  * output_lock. */
 static bool
 output_batch_locked (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, PendingArrival * arrival,
+    const std::shared_ptr<gpufan::FanInPort> & session, PendingArrival * arrival,
     gpufan::Arrival * arrived, guint64 * generation, bool * pause)
 {
   GstGpuFanInPrivate * priv = self->priv;
@@ -506,7 +506,7 @@ output_batch_locked (GstGpuFanIn * self,
  * downstream must not hold a lane. */
 static gpufan::Arrival
 output_from_this_thread (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, PendingArrival * arrival)
+    const std::shared_ptr<gpufan::FanInPort> & session, PendingArrival * arrival)
 {
   GstGpuFanInPrivate * priv = self->priv;
   gpufan::Arrival arrived;
@@ -559,14 +559,14 @@ output_from_this_thread (GstGpuFanIn * self,
 
 gpufan::Arrival
 gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, PendingArrival && arrival)
+    const std::shared_ptr<gpufan::FanInPort> & session, PendingArrival && arrival)
 {
   return output_from_this_thread (self, session, &arrival);
 }
 
 void
 gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session)
+    const std::shared_ptr<gpufan::FanInPort> & session)
 {
   /* a batch (what is attached before the head leaves before it), then the
    * head chunk's output (stream_head_chunk_locked) */
@@ -578,7 +578,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (user_data);
   GstGpuFanInPrivate * priv = self->priv;
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
 
   {
     std::unique_lock<gpufan::Mutex> lk (priv->lock);

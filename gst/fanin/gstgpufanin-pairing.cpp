@@ -16,7 +16,7 @@
  * preroll forever: an error naming it. */
 static void
 check_stream_outputs (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, const gchar * fanout)
+    const std::shared_ptr<gpufan::FanInPort> & session, const gchar * fanout)
 {
   std::vector<guint> missing;
   {
@@ -42,7 +42,7 @@ check_stream_outputs (GstGpuFanIn * self,
  * which two). */
 static gboolean
 pair_pad (GstGpuFanIn * self, GstPad * pad,
-    const std::shared_ptr<gpufan::Session> & session, guint lane,
+    const std::shared_ptr<gpufan::FanInPort> & session, guint lane,
     const gchar * fanout, std::string * conflict = nullptr)
 {
   GstGpuFanInPrivate * priv = self->priv;
@@ -70,6 +70,9 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     it->second.lane = lane;
     it->second.timer = session->LaneTimerFor (lane);
     it->second.paired = true;
+    /* stall-timeout is ours: it goes down to the Session here (and when the
+     * property changes), once per pairing; gpufanout never reads it, it asks
+     * the Session when its markers and retries are due. */
     session->SetStallTimeout ((gint64)priv->stall_timeout.load ());
     session->ClaimLane (lane);
     priv->cond.notify_all ();
@@ -98,7 +101,7 @@ gst_gpufan_in_ensure_paired (GstGpuFanIn * self, GstPad * pad,
   }
 
   GstQuery * query = gst_gpufan_pair_query_new (nullptr, 0, nullptr);
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   gboolean ok = gst_pad_peer_query (pad, query)
       && gst_gpufan_pair_query_parse (query, &session, &lane);
@@ -124,7 +127,7 @@ gst_gpufan_in_answer_pair_query (GstGpuFanIn * self, GstPad * pad,
     return gst_pad_peer_query (self->srcpad, query);
   }
   /* a gpufanout probes its lane's branch */
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   if (!gst_gpufan_pair_query_parse (query, &session, &lane))
     return FALSE;

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "gpufan/mutex.h"
-#include "gpufan/session.h"
+#include "gpufan/fanin-port.h"
 #include "common/gstgpufangpumove.h"
 #include "common/gstgpufanutils.h"
 
@@ -153,7 +153,7 @@ private:
 
 struct PadState {
   guint index = 0; /* sink_<index> */
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   /* the lane's time split: its thread's serialized queries and output
    * pushes here (set with the pairing) */
@@ -248,7 +248,7 @@ struct GstGpuFanInPrivate {
   std::map<GstPad *, PadState> pads;
   /* several input streams: their src_%u pads, by Session stream id */
   std::map<guint32, gpufanin::StreamOutputPtr> stream_outputs;
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
   bool flushing = true;    /* src inactive, or a flush in progress */
   bool eos_sent = false;
@@ -366,9 +366,9 @@ GstFlowReturn gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item);
 /* Chunk mode: the window's head chunk got more output from its lane: it goes
  * downstream now (or the task is woken to send it). */
 void gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session);
+    const std::shared_ptr<gpufan::FanInPort> & session);
 gpufan::Arrival gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session,
+    const std::shared_ptr<gpufan::FanInPort> & session,
     PendingArrival && arrival);
 void gst_gpufan_in_src_loop (gpointer user_data);
 
@@ -389,7 +389,7 @@ GstFlowReturn gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
     gpufan::Released & released, guint64 session_id);
 /* A new session: its streams' flushes reach our src pads (unset on none). */
 void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, bool listen);
+    const std::shared_ptr<gpufan::FanInPort> & session, bool listen);
 /* The end: every stream's src pad that has not had EOS gets it. Under
  * output_lock. */
 void gst_gpufan_in_end_streams (GstGpuFanIn * self);
@@ -411,10 +411,10 @@ bool gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv);
 /* No output now: flushing, EOS sent, or stopped by a flow error. */
 bool gst_gpufan_in_output_halted_unlocked (GstGpuFanInPrivate * priv);
 bool gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, std::string * missing,
+    const std::shared_ptr<gpufan::FanInPort> & session, std::string * missing,
     gint64 * deadline_ns);
 void gst_gpufan_in_finish_stream (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session,
+    const std::shared_ptr<gpufan::FanInPort> & session,
     const std::string & missing = std::string ());
 
 /* gstgpufanin-latency.cpp */

@@ -84,7 +84,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
 {
   GstGpuFanInPrivate * priv = self->priv;
 
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   std::shared_ptr<gpufan::LaneTimer> timer;
   FanInItem * item = nullptr;
@@ -129,7 +129,7 @@ handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
   /* this thread's time pushing output downstream (the lane's kOutput) */
   const gint64 output_start = session->clock ().NowNs ();
   struct CountOutput {
-    const std::shared_ptr<gpufan::Session> & session;
+    const std::shared_ptr<gpufan::FanInPort> & session;
     const std::shared_ptr<gpufan::LaneTimer> & timer;
     gint64 start;
     ~CountOutput ()
@@ -193,7 +193,7 @@ handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   if (!gst_gpufan_marker_parse (event, &session_id, &marker_lane, &seq))
     return FALSE;
 
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   for (bool asked = false;; asked = true) {
     {
@@ -228,7 +228,7 @@ handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
 }
 
 /* The paired session of @pad, or null. */
-static std::shared_ptr<gpufan::Session>
+static std::shared_ptr<gpufan::FanInPort>
 pad_session (GstGpuFanIn * self, GstPad * pad, guint * lane)
 {
   std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
@@ -250,7 +250,7 @@ is_chunk_event (GstGpuFanIn * self, GstPad * pad, GstEvent * event,
   if (!gst_gpufan_event_get_item (event, &session_id, seq))
     return FALSE;
   guint lane = 0;
-  std::shared_ptr<gpufan::Session> session = pad_session (self, pad, &lane);
+  std::shared_ptr<gpufan::FanInPort> session = pad_session (self, pad, &lane);
   return session && session->id () == session_id;
 }
 
@@ -258,7 +258,7 @@ static void
 note_lane_reset (GstGpuFanIn * self, GstPad * pad)
 {
   guint lane = 0;
-  if (std::shared_ptr<gpufan::Session> session = pad_session (self, pad, &lane))
+  if (std::shared_ptr<gpufan::FanInPort> session = pad_session (self, pad, &lane))
     session->NoteLaneReset (lane);
 }
 
@@ -269,7 +269,7 @@ static void
 end_chunk (GstGpuFanIn * self, GstPad * pad, std::optional<guint64> seq)
 {
   GstGpuFanInPrivate * priv = self->priv;
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   std::unique_ptr<FanInItem> chunk;
   {
@@ -311,7 +311,7 @@ end_chunk (GstGpuFanIn * self, GstPad * pad, std::optional<guint64> seq)
 static void
 end_chunk_by_branch (GstGpuFanIn * self, GstPad * pad)
 {
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
   guint64 seq = 0;
   std::unique_ptr<FanInItem> chunk;
@@ -346,7 +346,7 @@ handle_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   if (!gst_gpufan_in_ensure_paired (self, pad))
     return FALSE;
   guint lane = 0;
-  std::shared_ptr<gpufan::Session> session = pad_session (self, pad, &lane);
+  std::shared_ptr<gpufan::FanInPort> session = pad_session (self, pad, &lane);
   if (!session || session->id () != session_id)
     return FALSE;
   gst_event_unref (event);
@@ -466,7 +466,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         gst_event_unref (event);
         return TRUE;
       }
-      std::shared_ptr<gpufan::Session> session;
+      std::shared_ptr<gpufan::FanInPort> session;
       guint lane = 0;
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -546,7 +546,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   }
 
   /* Any other event comes once per lane: forward it once. */
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   FanInItem * item = nullptr;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
@@ -594,7 +594,7 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad, GstQuery * query)
   /* and the wait is the lane's kQuery time */
   struct Uncount {
     GstGpuFanInPrivate * priv;
-    std::shared_ptr<gpufan::Session> session;
+    std::shared_ptr<gpufan::FanInPort> session;
     std::shared_ptr<gpufan::LaneTimer> timer;
     gint64 start = 0;
     ~Uncount ()

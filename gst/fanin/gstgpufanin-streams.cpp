@@ -142,7 +142,7 @@ stream_flush (GstGpuFanIn * self, guint32 stream, bool start)
 
 void
 gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::Session> & session, bool listen)
+    const std::shared_ptr<gpufan::FanInPort> & session, bool listen)
 {
   if (!listen) {
     session->SetStreamFlushListener (nullptr);
@@ -202,7 +202,7 @@ static void
 post_stats_before_last_eos (GstGpuFanIn * self)
 {
   GstGpuFanInPrivate * priv = self->priv;
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     for (auto & kv : priv->stream_outputs)

@@ -182,7 +182,7 @@ gst_gpufan_in_release_pad (GstElement * element, GstPad * pad)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (element);
   GstGpuFanInPrivate * priv = self->priv;
-  std::shared_ptr<gpufan::Session> session;
+  std::shared_ptr<gpufan::FanInPort> session;
   guint lane = 0;
 
   if (GST_PAD_DIRECTION (pad) == GST_PAD_SRC) {
@@ -228,7 +228,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
     return ret;
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
-    std::shared_ptr<gpufan::Session> session;
+    std::shared_ptr<gpufan::FanInPort> session;
     {
       std::lock_guard<gpufan::Mutex> lk (priv->lock);
       session = priv->session;
@@ -310,7 +310,7 @@ gst_gpufan_in_get_property (GObject * object, guint prop_id, GValue * value,
       g_value_set_enum (value, priv->copy_held.load ());
       break;
     case PROP_STATS: {
-      std::shared_ptr<gpufan::Session> session;
+      std::shared_ptr<gpufan::FanInPort> session;
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
         session = priv->session;

@@ -166,7 +166,7 @@ static Queued
 chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
     bool last_resort)
 {
-  gpufan::Session & session = *self->priv->session;
+  gpufan::FanOutPort & session = *self->priv->session;
   const size_t limit = chunk_queue_limit (self);
   bool wake;
   {
@@ -198,9 +198,9 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
         return Queued::kStalled;
       }
       if (stalled) {
-        const auto deadline = std::chrono::steady_clock::now ()
-            + std::chrono::nanoseconds (session.stall_timeout_ns ());
-        if (lane->cond.wait_until (lk, deadline) == std::cv_status::timeout) {
+        const gint64 retry_due = session.LastResortRetryDueNs ();
+        if (session.WaitUntilDue (lane->cond, lk, retry_due)
+            == std::cv_status::timeout) {
           lane->producer_waiting = false;
           return Queued::kStalled;
         }
@@ -370,7 +370,7 @@ push_chunk_start (GstGpuFanOut * self, const LanePtr & lane,
 static void
 reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
 {
-  gpufan::Session & session = *self->priv->session;
+  gpufan::FanOutPort & session = *self->priv->session;
   const guint64 session_id = session.id ();
   /* the flush removes it from the pad */
   GstEvent * segment
@@ -418,7 +418,7 @@ static void
 drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
     guint link_generation)
 {
-  gpufan::Session & session = *self->priv->session;
+  gpufan::FanOutPort & session = *self->priv->session;
   auto & chunk = lane->chunk;
   chunk.started = false;
   session.SetItemUnits (lane->id, end.seq, end.chunk_frames,
@@ -488,7 +488,7 @@ void
 fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
     QueuedItem & item, GstFlowReturn result, guint link_generation)
 {
-  gpufan::Session & session = *self->priv->session;
+  gpufan::FanOutPort & session = *self->priv->session;
   auto & chunk = lane->chunk;
 
   if (item.kind == ItemKind::kChunkEnd) {

@@ -580,15 +580,6 @@ push_marker (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
       gst_gpufan_marker_new (self->priv->session->id (), lane->id, seq));
 }
 
-/* An idle stalled lane sends a marker every stall-timeout (its branch may
- * answer again, as a valve that opens does). */
-static std::chrono::steady_clock::time_point
-next_liveness_deadline (GstGpuFanOut * self)
-{
-  return std::chrono::steady_clock::now ()
-      + std::chrono::nanoseconds (self->priv->session->stall_timeout_ns ());
-}
-
 void
 fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
 {
@@ -613,10 +604,8 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
 void
 fanout::lane_mark_stalled_unlocked (GstGpuFanOut * self, const LanePtr & lane)
 {
-  if (!lane->stalled) {
-    lane->stalled = true;
-    lane->next_liveness = next_liveness_deadline (self);
-  }
+  /* its first marker is due when the Session says (CheckLivenessMarker) */
+  lane->stalled = true;
   lane->cond.notify_all ();
 }
 
@@ -649,9 +638,11 @@ eos_held_unlocked (GstGpuFanOut * self, const LanePtr & lane)
   return self->priv->session->AccountedForSinceNs () == gpufan::kNoTime;
 }
 
-/* The worker waits for an item or a state other than running. A stalled
- * lane's worker also wakes at its liveness deadline: TRUE when a marker is
- * due. Call with the lane lock held. */
+/* The worker waits for an item or a state other than running. An idle
+ * stalled lane sends a marker every stall-timeout (its branch may answer
+ * again, as a valve that opens does): its worker also wakes when the
+ * Session says the next one is due, TRUE when a marker is to go now. Call
+ * with the lane lock held. */
 static bool
 lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
     std::unique_lock<gpufan::Mutex> & lk)
@@ -667,24 +658,26 @@ lane_wait_idle_unlocked (GstGpuFanOut * self, const LanePtr & lane,
         lane->timer->Add (gpufan::LaneTime::kIdle, since, session_now (self));
     }
   } count_idle{ self, lane, idle_since };
+  gpufan::FanOutPort & session = *self->priv->session;
+  gint64 marker_due = gpufan::kNoTime;
   while ((lane->queue.empty () || eos_held_unlocked (self, lane))
       && lane->state == LaneState::kRunning) {
-    if (lane->stalled
-        && std::chrono::steady_clock::now () >= lane->next_liveness) {
-      gpufan::Session & session = *self->priv->session;
-      lane->next_liveness = next_liveness_deadline (self);
-      if (!session.IsLaneStalled (lane->id)) {
-        lane->stalled = false; /* heard from again */
-        continue;
+    if (lane->stalled) {
+      switch (session.CheckLivenessMarker (lane->id, &marker_due)) {
+        case gpufan::LivenessMarker::kAnswered:
+          lane->stalled = false; /* heard from again */
+          continue;
+        case gpufan::LivenessMarker::kSend:
+          return true;
+        case gpufan::LivenessMarker::kWait:
+          break;
       }
-      if (session.IsLaneClaimed (lane->id))
-        return true;
     }
     lane->worker_waiting = true;
     if (idle_since == gpufan::kNoTime)
       idle_since = session_now (self);
     if (lane->stalled)
-      lane->cond.wait_until (lk, lane->next_liveness);
+      session.WaitUntilDue (lane->cond, lk, marker_due);
     else
       lane->cond.wait (lk);
     lane->worker_waiting = false;
@@ -722,7 +715,7 @@ fanout::lane_report_push (GstGpuFanOut * self, const LanePtr & lane)
 static bool
 start_item (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & item)
 {
-  gpufan::Session & session = *self->priv->session;
+  gpufan::FanOutPort & session = *self->priv->session;
   if (!lane->unreported_push.pending)
     return session.MarkStarted (lane->id, item.seq, item.woke_worker);
   lane->unreported_push.pending = false;

@@ -216,7 +216,7 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
       return gst_pad_peer_query (self->sinkpad, query);
     }
     /* a gpufanin asks upstream which lane feeds it */
-    gst_gpufan_pair_query_set_session (query, self->priv->session,
+    gst_gpufan_pair_query_set_session (query, self->priv->session->fanin_port (),
         GST_GPUFAN_OUT_PAD (pad)->lane);
     gst_gpufan_pair_query_set_fanout (query, GST_ELEMENT (self));
     return TRUE;

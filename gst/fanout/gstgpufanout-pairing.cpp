@@ -112,7 +112,7 @@ fanout::probe_lanes (GstGpuFanOut * self)
     probed.push_back (lane);
     if (priv->session->IsLaneClaimed (lane->id))
       continue;
-    GstQuery * query = gst_gpufan_pair_query_new (&priv->session, lane->id,
+    GstQuery * query = gst_gpufan_pair_query_new (&priv->session->fanin_port (), lane->id,
         GST_ELEMENT (self));
     gboolean answered = gst_pad_peer_query (lane->pad, query);
     const bool claimed = answered && gst_gpufan_pair_query_claimed (query);

@@ -31,7 +31,7 @@
 #include "gpufan/device.h"
 #include "gpufan/mutex.h"
 #include "gpufan/placement.h"
-#include "gpufan/session.h"
+#include "gpufan/fanout-port.h"
 #include "gpufan/staging.h"
 #include "common/gstgpufangpumove.h"
 #include "gstgpufanout.h"
@@ -293,10 +293,9 @@ struct Lane {
    * position): an item sent again from a failed lane must precede what
    * came after it, so only a lane that has not passed it may take it. */
   guint64 events_taken_through = 0;
-  /* The last item the worker pushed, and when an idle stalled lane next
-   * sends a marker to see whether its branch answers again. */
+  /* The last item the worker pushed (an idle stalled lane's markers follow
+   * it; the Session says when one is due: CheckLivenessMarker). */
   guint64 last_seq = 0;
-  std::chrono::steady_clock::time_point next_liveness;
   /* The worker's own (no lock): a push whose end the Session has not been
    * told yet. The worker tells it with the next item's start, under one
    * Session lock, when that item is already queued; otherwise before it
@@ -404,7 +403,7 @@ struct ReplayCopy {
 
 struct GstGpuFanOutPrivate {
   /* holds policy, queue-size and max-in-flight (thread-safe) */
-  std::shared_ptr<gpufan::Session> session = gpufan::Session::Create (
+  std::shared_ptr<gpufan::FanOutPort> session = gpufan::FanOutPort::Create (
       gpufan::SessionConfig{ fanout::policy_from_enum (DEFAULT_POLICY),
           DEFAULT_QUEUE_SIZE, DEFAULT_MAX_IN_FLIGHT });
 

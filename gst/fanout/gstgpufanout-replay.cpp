@@ -32,7 +32,7 @@ static bool
 send_again (GstGpuFanOut * self, guint from, const gpufan::ReplayItem & item,
     const ReplayCopy & copy)
 {
-  gpufan::Session & session = *self->priv->session;
+  gpufan::FanOutPort & session = *self->priv->session;
   std::vector<uint32_t> refused;
   for (;;) {
     std::vector<uint32_t> allowed;

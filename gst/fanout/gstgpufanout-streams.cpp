@@ -61,7 +61,7 @@ gst_gpufan_out_sink_pad_set_property (GObject * object, guint prop_id,
   /* a pad made by the element (not before it set fanout) */
   if (!pad->fanout)
     return;
-  gpufan::Session & session = *pad->fanout->priv->session;
+  gpufan::FanOutPort & session = *pad->fanout->priv->session;
   if (prop_id == PROP_SINK_PAD_WEIGHT)
     session.SetStreamWeight (stream_of (pad), weight);
   else if (prop_id == PROP_SINK_PAD_MAX_IN_FLIGHT)
