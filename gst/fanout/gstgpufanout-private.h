@@ -695,6 +695,11 @@ guint32 stream_of (GstGpuFanOutSinkPad * pad);
 GstPad * stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     const gchar * name);
 void stream_release_pad (GstGpuFanOut * self, GstPad * pad);
+/* An upstream event from lane pad @src's branch, once: to sink_k's
+ * upstream when gpufanin's src_k sent it (@stream k + 1), else to the
+ * single sink pad's. Takes @event. */
+gboolean forward_upstream_event (GstGpuFanOut * self, GstPad * src,
+    GstEvent * event, guint stream);
 /* PAUSED->READY: every stream starts again. */
 void streams_reset (GstGpuFanOut * self);
 /* Data on the single sink pad: FALSE (an error posted) when sink_%u pads

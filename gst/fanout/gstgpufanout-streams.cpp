@@ -406,6 +406,24 @@ stream_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
   return TRUE;
 }
 
+gboolean
+fanout::forward_upstream_event (GstGpuFanOut * self, GstPad * src,
+    GstEvent * event, guint stream)
+{
+  if (stream == 0)
+    return gst_pad_event_default (src, GST_OBJECT (self), event);
+  gchar * name = g_strdup_printf ("sink_%u", stream - 1);
+  GstPad * sink = gst_element_get_static_pad (GST_ELEMENT (self), name);
+  g_free (name);
+  if (!sink) {
+    gst_event_unref (event);
+    return FALSE; /* the stream's pad went away */
+  }
+  const gboolean res = gst_pad_push_event (sink, event);
+  gst_object_unref (sink);
+  return res;
+}
+
 GstPad *
 fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     const gchar * name)
