@@ -38,6 +38,7 @@
 #include "gstgpufanout.h"
 #include "gstgpufantaskpool.h"
 #include "common/gstgpufanhostmemory.h"
+#include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
