@@ -6,7 +6,8 @@
 #endif
 
 #include "gstgpufanout-dispatcher.h"
-#include "gstgpufanout-private.h"
+
+#include "common/gstgpufanstats.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 

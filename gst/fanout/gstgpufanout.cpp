@@ -45,7 +45,6 @@
 #include "gstgpufanout-dispatcher.h"
 
 #include "common/gstgpufandevices.h"
-#include "common/gstgpufanstats.h"
 
 GST_DEBUG_CATEGORY (gst_gpufan_out_debug);
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
