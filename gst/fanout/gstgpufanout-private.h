@@ -2,6 +2,11 @@
 /* gpufanout's internals, shared by its source files:
  *   gstgpufanout.cpp             the element: request pads, states, properties
  *   gstgpufanout-dispatch.cpp    the sink pad: each buffer to a lane's queue
+ *   gstgpufanout-dispatcher.h    the chain's strategy per mode (frame, chunk,
+ *                                streams)
+ *   gstgpufanout-settings.h      property ids, defaults, enums, Settings
+ *   gstgpufanout-properties.cpp  the properties; the settings snapshot
+ *   gstgpufanout-sinkpad.cpp     the sink_%u pad class
  *   gstgpufanout-lane.cpp        a lane's queue, worker thread, flush and EOS
  *   gstgpufanout-pad.cpp         the src pad class and its pad functions
  *   gstgpufanout-pairing.cpp     the probe that lets a gpufanin claim lanes
