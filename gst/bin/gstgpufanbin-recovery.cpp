@@ -16,8 +16,6 @@
 #include <map>
 #include <thread>
 
-#include "fanout/gstgpufanout-private.h"
-
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
 
 namespace fanbin {
@@ -112,9 +110,10 @@ rebuild (GstGpuFanBin * self, const Job & job)
   const std::string branch = self->branch ? self->branch : "";
   GST_OBJECT_UNLOCK (self);
   /* on the failed lane's device, even where `devices` lists fewer lanes */
-  GstPad * out = go
-      ? fanout::request_lane_like (GST_GPUFAN_OUT (self->fanout), job.lane)
-      : nullptr;
+  GstPad * out = nullptr;
+  if (go)
+    g_signal_emit_by_name (self->fanout, "request-replacement-pad", job.lane,
+        &out);
   GstPad * in
       = out ? gst_element_request_pad_simple (self->fanin, "sink_%u") : nullptr;
   guint lane_id = 0;

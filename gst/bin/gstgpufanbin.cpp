@@ -51,7 +51,6 @@
 #include "common/gstgpufandevices.h"
 #include "fanin/gstgpufanin.h"
 #include "fanout/gstgpufanout.h"
-#include "fanout/gstgpufanout-private.h"
 
 GST_DEBUG_CATEGORY (gst_gpufan_bin_debug);
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
@@ -676,6 +675,20 @@ gst_gpufan_bin_change_state (GstElement * element, GstStateChange transition)
   return ret;
 }
 
+/* Whether the fan-out's on-lane-error is `fail` (a lane's error stops the
+ * stream), read through the property as an application would. */
+static bool
+lane_errors_fail_stream (GstGpuFanBin * self)
+{
+  gint action = 0;
+  g_object_get (self->fanout, "on-lane-error", &action, nullptr);
+  GParamSpec * p = g_object_class_find_property (
+      G_OBJECT_GET_CLASS (self->fanout), "on-lane-error");
+  GEnumValue * fail
+      = g_enum_get_value_by_nick (G_PARAM_SPEC_ENUM (p)->enum_class, "fail");
+  return fail && action == fail->value;
+}
+
 /* An ERROR from an element of a lane's branch while streaming: with
  * on-lane-error=drop-lane or replay the fan-out takes the lane out and the
  * stream goes on, so it reaches the application as a WARNING (same error,
@@ -695,8 +708,7 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
       fanbin::recovery_lane_failed (self, lane);
   }
   if (GST_MESSAGE_TYPE (message) == GST_MESSAGE_ERROR && src) {
-    gint action = 0;
-    g_object_get (self->fanout, "on-lane-error", &action, nullptr);
+    const bool lane_errors_fail = lane_errors_fail_stream (self);
     /* Only while streaming: an element that cannot start (READY->PAUSED)
      * fails the state change, and that stays an ERROR. */
     GST_OBJECT_LOCK (self);
@@ -716,9 +728,9 @@ gst_gpufan_bin_handle_message (GstBin * bin, GstMessage * message)
     if (parent)
       gst_object_unref (parent);
     gst_object_unref (child);
-    if (lane_id && streaming && action != GST_GPUFAN_LANE_ERROR_FAIL) {
+    if (lane_id && streaming && !lane_errors_fail) {
       /* the ERROR itself takes the lane out, whether or not a push fails */
-      fanout::fail_lane_on_error (GST_GPUFAN_OUT (self->fanout),
+      g_signal_emit_by_name (self->fanout, "fail-lane",
           GPOINTER_TO_UINT (lane_id) - 1);
       GError * err = nullptr;
       gchar * debug = nullptr;

@@ -43,6 +43,7 @@
 #endif
 
 #include "gstgpufanout-private.h"
+#include "gstgpufanout-control.h"
 
 #include "common/gstgpufandevices.h"
 #include "common/gstgpufanstats.h"
@@ -483,6 +484,7 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
   gobject_class->set_property = gst_gpufan_out_set_property;
   gobject_class->get_property = gst_gpufan_out_get_property;
   gobject_class->finalize = gst_gpufan_out_finalize;
+  gst_gpufan_out_install_control_signals (klass);
 
   /**
    * GstGpuFanOut:policy:
