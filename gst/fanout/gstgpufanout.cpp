@@ -43,6 +43,7 @@
 #endif
 
 #include "gstgpufanout-dispatcher.h"
+#include "gstgpufanout-control.h"
 
 #include "common/gstgpufandevices.h"
 
@@ -338,6 +339,7 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
   GstElementClass * element_class = GST_ELEMENT_CLASS (klass);
 
   gobject_class->finalize = gst_gpufan_out_finalize;
+  gst_gpufan_out_install_control_signals (klass);
 
   install_properties (gobject_class);
 
