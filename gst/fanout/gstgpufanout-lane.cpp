@@ -602,7 +602,7 @@ fanout::lane_note_stalled (GstGpuFanOut * self, guint id)
 }
 
 void
-fanout::lane_mark_stalled_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+fanout::lane_mark_stalled_unlocked (GstGpuFanOut *, const LanePtr & lane)
 {
   /* its first marker is due when the Session says (CheckLivenessMarker) */
   lane->stalled = true;
