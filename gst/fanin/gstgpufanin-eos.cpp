@@ -83,9 +83,9 @@ gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
   for (const Waiting & w : waiting) {
     const gpufan::LaneStats * l = w.paired ? lane_stats (w.lane) : nullptr;
     /* a lane taken out of the stream sends nothing more, EOS included */
-    if (l && l->state == gpufan::LaneState::kFailed)
+    if (l && l->state == gpufan::LaneHealth::kFailed)
       continue;
-    const bool stalled = l && l->state == gpufan::LaneState::kStalled;
+    const bool stalled = l && l->state == gpufan::LaneHealth::kStalled;
     wait_more |= !stalled;
     gchar * text;
     if (stalled) {

@@ -217,7 +217,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // awaited until the lane is claimed again.
   void UnclaimLane(uint32_t lane);
   // The lane is stalled: an item of it was the window's head for
-  // stall-timeout without coming back (see LaneState::kStalled).
+  // stall-timeout without coming back (see LaneHealth::kStalled).
   bool IsLaneStalled(uint32_t lane) const;
   // Why no lane can take an item, for an error message; empty when the
   // reason is only that no lane is linked and active.
@@ -385,7 +385,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   uint64_t LaneResets(uint32_t lane) const;
   // The fan-out took the lane out of the stream because its branch failed
   // (true), or starts it again (false). A failed lane's outstanding items are
-  // given up at once; it gets no items (LaneState::kFailed) and a fan-in
+  // given up at once; it gets no items (LaneHealth::kFailed) and a fan-in
   // stops waiting for its EOS. A flush (Reset) keeps it failed. Returns the
   // frames given up that a fan-in awaited (a chunk counts its frames less
   // the outputs that left already, as if the branch made one per frame).
@@ -573,7 +573,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // The worker is inside the push of item `pushing_seq`.
     bool in_push = false;
     uint64_t pushing_seq = 0;
-    // Stalled (LaneState::kStalled): why and since when.
+    // Stalled (LaneHealth::kStalled): why and since when.
     // NoteLaneReset's count
     uint64_t resets = 0;
     bool stalled = false;
@@ -653,9 +653,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   int64_t PolicyTurnsUnlocked(int64_t now, int64_t until);
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns, int64_t now_ns,
                                   uint32_t stream = kMainStream);
-  // Which lanes the scheduler may pick now (LaneState, tiers: see .cpp).
+  // Which lanes the scheduler may pick now (LaneHealth, tiers: see .cpp).
   void SchedulableUnlocked(std::vector<bool> *schedulable, bool *joining);
-  static LaneState StateOfUnlocked(const Lane& lane, bool any_claimed);
+  static LaneHealth StateOfUnlocked(const Lane& lane, bool any_claimed);
   bool AnyClaimedUnlocked() const;
   void ProveLaneUnlocked(uint32_t lane, uint64_t seq);
   void HeardFromUnlocked(Lane& lane);

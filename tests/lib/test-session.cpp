@@ -365,7 +365,7 @@ TEST_F(SessionTest, UnawaitedLanesNeverBlockTheWindow) {
   // item could not be ordered against the claimed lanes' items).
   const Dispatch a = Send(0);
   EXPECT_TRUE(a.lanes_joining);
-  EXPECT_EQ(Lane(session_->Stats(), 1).state, LaneState::kJoining);
+  EXPECT_EQ(Lane(session_->Stats(), 1).state, LaneHealth::kJoining);
   const Dispatch c = Send(0);
   session_->Arrive(0, c.seq, kNoTime, P("c"));  // proves a dropped
   EXPECT_EQ(Take(), (Strings{"-@0", "c@1"}));
@@ -738,17 +738,17 @@ TEST_F(SessionTest, AFailedLaneGivesUpItsItemsAndTakesNoMore) {
   session_->SetLaneFailed(0, true);
   EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "-@2"}));
   SessionStats s = session_->Stats();
-  EXPECT_EQ(Lane(s, 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(s, 0).state, LaneHealth::kFailed);
   EXPECT_EQ(Lane(s, 0).failed + Lane(s, 0).dropped, 2u);
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(a.seq + c.seq, 2u);
   // Every item goes to lane 1 now, a flush included.
   EXPECT_EQ(Send(1).seq, 3u);
   session_->Reset();
-  EXPECT_EQ(Lane(session_->Stats(), 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(session_->Stats(), 0).state, LaneHealth::kFailed);
   EXPECT_EQ(Send(1).lane, 1u);
   session_->SetLaneFailed(0, false);
-  EXPECT_NE(Lane(session_->Stats(), 0).state, LaneState::kFailed);
+  EXPECT_NE(Lane(session_->Stats(), 0).state, LaneHealth::kFailed);
 }
 
 TEST_F(SessionTest, AnOutputFailureIsNotedUntilReset) {
@@ -790,7 +790,7 @@ TEST_F(SessionTest, AFailedLanesItemsAreSentAgainAndLeaveInOrder) {
   session_->Arrive(1, d.seq, kNoTime, P("d"));
   EXPECT_EQ(Take(), (Strings{"a@0", "-@1", "c@2", "d@3", "e@4"}));
   const SessionStats s = session_->Stats();
-  EXPECT_EQ(Lane(s, 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(s, 0).state, LaneHealth::kFailed);
   EXPECT_EQ(Lane(s, 0).handed_over, 2u);
   EXPECT_EQ(Lane(s, 0).late, 1u);
   EXPECT_EQ(Lane(s, 1).replayed, 1u);
@@ -947,7 +947,7 @@ TEST_F(SessionTest, UnclaimedLaneIsNoLongerAwaited) {
   EXPECT_EQ(Take(), (Strings{"d@2"}));
   const SessionStats s = session_->Stats();
   EXPECT_EQ(Lane(s, 0).dropped, 1u);
-  EXPECT_EQ(Lane(s, 0).state, LaneState::kJoining);
+  EXPECT_EQ(Lane(s, 0).state, LaneHealth::kJoining);
   EXPECT_EQ(s.in_flight, 0u);
   // Claimed again, the lane gets items, awaited.
   session_->ClaimLane(0);
@@ -1225,7 +1225,7 @@ TEST_F(SessionTest, AStalledLaneIsSkippedByEveryPolicyUntilItAnswers) {
     clock_->Advance(100 * kMs);
     EXPECT_EQ(Take(), (Strings{"-@0"}));
     SessionStats s = session_->Stats();
-    EXPECT_EQ(Lane(s, stuck).state, LaneState::kStalled);
+    EXPECT_EQ(Lane(s, stuck).state, LaneHealth::kStalled);
     EXPECT_EQ(Lane(s, stuck).stall_kind, StallKind::kBlocked);
     EXPECT_EQ(Lane(s, stuck).stalled_seq, a->seq);
     EXPECT_TRUE(session_->IsLaneStalled(stuck));
@@ -1240,7 +1240,7 @@ TEST_F(SessionTest, AStalledLaneIsSkippedByEveryPolicyUntilItAnswers) {
     // alive, and it is scheduled again.
     EXPECT_TRUE(session_->OnPushed(stuck, a->seq, PushOutcome::kDelivered));
     session_->ProveLane(stuck, a->seq);
-    EXPECT_EQ(Lane(session_->Stats(), stuck).state, LaneState::kActive);
+    EXPECT_EQ(Lane(session_->Stats(), stuck).state, LaneHealth::kActive);
     bool stuck_got_one = false;
     for (int i = 0; i < 4 && !stuck_got_one; ++i) {
       std::optional<Dispatch> x = session_->TryDispatchItem(kNoTime);
@@ -1273,7 +1273,7 @@ TEST_F(SessionTest, AStalledLanesLaterItemsAreGivenUpWithoutAWaitEach) {
   EXPECT_EQ(Take(), (Strings{"-@1", "ok@2", "-@3", "ok@4", "-@5"}));
   const SessionStats s = session_->Stats();
   EXPECT_EQ(Lane(s, 1).timed_out, 3u);
-  EXPECT_EQ(Lane(s, 1).state, LaneState::kStalled);
+  EXPECT_EQ(Lane(s, 1).state, LaneHealth::kStalled);
   EXPECT_EQ(Lane(s, 1).stall_kind, StallKind::kSilent);
   EXPECT_EQ(s.in_flight, 0u);
 }
