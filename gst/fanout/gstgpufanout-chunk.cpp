@@ -155,7 +155,7 @@ enum class Queued {
 
 /* Queues @item on the open chunk's lane, waiting for room. Every wait ends
  * at an event: the worker took an item (it notifies producer_waiting), the
- * lane stopped or stalled (lane_changed_unlocked, lane_note_stalled), the
+ * lane stopped or stalled (lane_changed_unlocked, lane_note_health), the
  * sink pad was deactivated (it wakes the lanes). A lane the Session stalled
  * does not hold a chunk (kStalled): the rest of it, or all of it when it
  * has not begun, goes elsewhere. Unless the lane was the Session's last
@@ -173,24 +173,25 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
     std::unique_lock<gpufan::Mutex> lk (lane->lock);
     for (;;) {
       /* the Session's lock is a leaf under the lane's */
-      if (lane->state != LaneState::kRunning || session.flushing ())
+      if (!lane->accepts_items_unlocked () || session.flushing ())
         return Queued::kStopped;
       /* a stalled lane may never begin the chunk, a failed one's worker
        * would drop it: it goes to another lane if it has not begun, or
        * follows it there (chunk_move_off_failed moved it) */
-      if ((lane->stalled || lane->failed) && !item.chunk_first
+      if ((lane->stalled_unlocked () || lane->failed_unlocked ()) && !item.chunk_first
           && (lane->open_chunk_moved_to != G_MAXUINT
               || !self->priv->chunk.move_failed))
         return Queued::kMove;
-      if (lane->failed)
+      if (lane->failed_unlocked ())
         return Queued::kStopped;
       if (lane->queue.size () < limit)
         break;
       bool stalled = false;
-      if (lane->stalled) {
+      if (lane->stalled_unlocked ()) {
         stalled = session.IsLaneStalled (lane->id);
         if (!stalled)
-          lane->stalled = false; /* it answered again meanwhile */
+          /* it answered again meanwhile */
+          lane->transition_unlocked (LaneEvent::kCameBack);
       }
       lane->producer_waiting = true;
       if (stalled && !(item.chunk_first && last_resort)) {
@@ -404,7 +405,7 @@ static bool
 drain_refused_by_branch (GstGpuFanOut * self, const LanePtr & lane)
 {
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
-  return lane->state == LaneState::kRunning && lane->linked.load ()
+  return lane->accepts_items_unlocked () && lane->linked.load ()
       && !self->priv->session->flushing ();
 }
 
@@ -476,7 +477,7 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     /* a flush of our own, or the lane's end, resets the branch anyway */
-    if (lane->state != LaneState::kRunning)
+    if (!lane->accepts_items_unlocked ())
       return;
   }
   if (session.flushing ())
@@ -546,4 +547,49 @@ fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
     }
   }
   session.NoteProgress (lane->id, item.seq);
+}
+
+namespace {
+
+/* Chunk mode at the lane's worker: a chunk's buffers pushed, its end
+ * drained; a chunk that may still move is not begun; a stalled or failed
+ * lane's chunks that have not begun go to other lanes whole. */
+class ChunkItemHandler final : public LaneItemHandler {
+public:
+  bool waits_before_front_unlocked (GstGpuFanOut *,
+      const LanePtr &) const override
+  {
+    return false;
+  }
+  bool holds_front_unlocked (GstGpuFanOut * self,
+      const LanePtr & lane) const override
+  {
+    return chunk_begin_held_unlocked (self, lane);
+  }
+  void handle (GstGpuFanOut * self, const LanePtr & lane, QueuedItem & item,
+      GstFlowReturn result, guint link_generation) const override
+  {
+    if (item.kind == ItemKind::kEvent)
+      push_lane_event (self, lane, item);
+    else
+      chunk_push_item (self, lane, item, result, link_generation);
+  }
+  void on_stalled (GstGpuFanOut * self, const LanePtr & lane) const override
+  {
+    chunk_move_off_stalled (self, lane);
+  }
+  void on_failed_without_replay (GstGpuFanOut * self,
+      const LanePtr & lane) const override
+  {
+    chunk_move_off_failed (self, lane);
+  }
+};
+
+} // namespace
+
+const LaneItemHandler &
+fanout::chunk_item_handler ()
+{
+  static const ChunkItemHandler handler;
+  return handler;
 }
