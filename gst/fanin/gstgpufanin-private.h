@@ -33,6 +33,7 @@
 #include "gpufan/mutex.h"
 #include "gpufan/session.h"
 #include "common/gstgpufangpumove.h"
+#include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);

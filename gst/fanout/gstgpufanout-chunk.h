@@ -19,7 +19,6 @@ struct CutRule {
   guint nal_length_size = 0;
 };
 
-
 /* Chunk mode (gstgpufanout-chunk.cpp) */
 bool chunk_mode_on (GstGpuFanOut * self);
 /* Where keyframes mode may cut (gstgpufanout-cut.cpp): H.264/H.265 in
@@ -27,9 +26,6 @@ bool chunk_mode_on (GstGpuFanOut * self);
  * caps at buffers without DELTA_UNIT. */
 CutRule cut_rule_from_caps (GstCaps * caps);
 bool is_clean_cut (const CutRule & rule, GstBuffer * buffer);
-/* The chain function's part: @buffer (or a GAP event) into the open chunk,
- * opening one where a chunk ends. */
-GstFlowReturn chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj);
 /* Ends the open chunk (a caps or segment change, EOS): its lane drains. */
 void chunk_close (GstGpuFanOut * self);
 /* Forgets the open chunk (a flush dropped it). */

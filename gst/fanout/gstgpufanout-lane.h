@@ -166,7 +166,8 @@ public:
       const LanePtr & lane) const = 0;
 };
 
-/* The handlers (gstgpufanout-lane-frames.cpp, gstgpufanout-chunk.cpp), and
+/* The handlers (gstgpufanout-lane-frames.cpp,
+ * gstgpufanout-chunk-worker.cpp), and
  * the one choice between them, made when a lane is activated. */
 const LaneItemHandler & frame_item_handler ();
 const LaneItemHandler & chunk_item_handler ();

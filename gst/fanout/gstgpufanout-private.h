@@ -2,6 +2,11 @@
 /* gpufanout's internals, shared by its source files:
  *   gstgpufanout.cpp             the element: request pads, states, properties
  *   gstgpufanout-dispatch.cpp    the sink pad: each buffer to a lane's queue
+ *   gstgpufanout-dispatcher.h    the chain's strategy per mode (frame, chunk,
+ *                                streams)
+ *   gstgpufanout-settings.h      property ids, defaults, enums, Settings
+ *   gstgpufanout-properties.cpp  the properties; the settings snapshot
+ *   gstgpufanout-sinkpad.cpp     the sink_%u pad class
  *   gstgpufanout-lane.cpp        a lane's state machine, queue, start, flush
  *   gstgpufanout-lane-worker.cpp the lane's worker loop, markers, liveness
  *   gstgpufanout-lane-frames.cpp the frame item handler (tags, pushes, EOS)
@@ -11,19 +16,21 @@
  *   gstgpufanout-placement.cpp   which device a lane runs on; staging copies
  *   gstgpufanout-allocation.cpp  the ALLOCATION answer over all lanes
  *   gstgpufanout-chunk.cpp       chunk mode: runs of frames to one lane, drained
+ *   gstgpufanout-chunk-worker.cpp chunk mode at the lane's worker (its handler)
  *   gstgpufanout-replay.cpp      a failed lane's frames sent to the others
  *   gstgpufanout-stats.cpp       statistics messages (interval, final)
  *   gstgpufanout-streams.cpp     several input streams (sink_%u pads)
  *   gstgpufanout-enums.cpp       the policy and staging enums
  * Its headers, by concern: gstgpufanout-element.h (the element and pad
- * structs, defaults), -lane.h, -chunk.h, -replay.h, -streams.h. */
+ * structs), -settings.h, -dispatcher.h, -lane.h, -chunk.h, -replay.h,
+ * -streams.h. */
 #pragma once
 
 #include "gstgpufanout-element.h"
 
 /* *INDENT-OFF* */
 /* Locks, outermost first (a thread holding one may take only those below):
- *   1. priv->settings_lock   device settings (properties)
+ *   1. priv->settings_lock   property values (priv->settings)
  *   2. priv->lanes_lock      the lane map and each lane's placement
  *   3. priv->chunk_move_lock chunk mode: moving chunks off a stalled lane
  *   4. Lane::lock            a lane's queue, state and condition variable;

@@ -35,6 +35,12 @@ bool replay_on (GstGpuFanOut * self);
 void replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
     ItemKind kind, guint32 caps_epoch, gint64 pts);
 void replay_not_kept (GstGpuFanOut * self, guint64 seq);
+/* Frame dispatch's hooks: the Session dispatched @item (@d), about to be
+ * queued, kept or not as above; whether the lane refused it because it
+ * failed and replay handed the item over (it goes again without us). */
+void replay_note_dispatched (GstGpuFanOut * self, const gpufan::Dispatch & d,
+    const QueuedItem & item, gint64 pts);
+bool replay_took_over (GstGpuFanOut * self, const gpufan::Dispatch & d);
 /* Items up to @released_through left gpufanin: their references go (the
  * Session's release listener). */
 void replay_release (GstGpuFanOut * self, guint64 released_through);
