@@ -39,9 +39,9 @@ lane_stats_to_structure (const gpufan::LaneStats & l)
       l.queue_limit, "in-flight", G_TYPE_UINT, l.in_flight, "service-time",
       G_TYPE_UINT64, (guint64)MAX (l.service_ns, 0), "wake-time", G_TYPE_UINT64,
       (guint64)MAX (l.wake_ns, 0), "fps", G_TYPE_DOUBLE, l.fps, "state",
-      G_TYPE_STRING, gpufan::LaneStateName (l.state), "stalls", G_TYPE_UINT64,
+      G_TYPE_STRING, gpufan::LaneHealthName (l.state), "stalls", G_TYPE_UINT64,
       l.stalls, "markers", G_TYPE_UINT64, l.markers, nullptr);
-  if (l.state == gpufan::LaneState::kStalled) {
+  if (l.state == gpufan::LaneHealth::kStalled) {
     gchar * why = gst_gpufan_stall_reason (l);
     gst_structure_set (s, "stall", G_TYPE_STRING,
         gpufan::StallKindName (l.stall_kind), "stall-reason", G_TYPE_STRING,

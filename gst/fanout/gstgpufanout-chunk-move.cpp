@@ -130,7 +130,7 @@ move_chunk_unlocked (GstGpuFanOut * self, const LanePtr & from, guint64 seq,
   bool wake;
   {
     std::lock_guard<gpufan::Mutex> lk (to->lock);
-    if (to->state != LaneState::kRunning)
+    if (!to->accepts_items_unlocked ())
       return Moved::kGone;
     auto at = chunk_boundary_unlocked (to, seq);
     for (QueuedItem & item : items) {
@@ -307,7 +307,7 @@ fanout::chunk_begin_held_unlocked (GstGpuFanOut * self, const LanePtr & lane)
     return true;
   /* stalled, and the chain function is to move its open chunk (it finds
    * the lane stalled with its next buffer) */
-  if (lane->stalled)
+  if (lane->stalled_unlocked ())
     return lane->chunk_open && !lane->open_chunk_stays
         && !chunk_end_queued_unlocked (lane, front.seq);
   /* stalled, and the stall listener (which moves what it can) has not run

@@ -206,7 +206,7 @@ forward_flush (GstGpuFanOut * self, GstEvent * event)
     {
       std::lock_guard<gpufan::Mutex> lk (lane->lock);
       if (start)
-        lane->flush_started = !lane->failed;
+        lane->flush_started = !lane->failed_unlocked ();
       send = lane->flush_started;
       if (!start)
         lane->flush_started = false;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "gpufan/placement.h"
-#include "gpufan/session.h"
+#include "gpufan/fanout-port.h"
 #include "gpufan/staging.h"
 #include "common/gstgpufandevices.h"
 #include "common/gstgpufanhostmemory.h"

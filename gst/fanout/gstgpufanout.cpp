@@ -381,7 +381,7 @@ gst_gpufan_out_init (GstGpuFanOut * self)
   take_settings_snapshot (self);
   /* an idle stalled lane's worker starts its liveness markers */
   self->priv->session->SetStallListener (
-      [self] (guint lane) { lane_note_stalled (self, lane); });
+      [self] (guint lane) { lane_note_health (self, lane); });
   /* a lane holding its EOS back for replay lets it go */
   self->priv->session->SetDrainListener (
       [self] () { lanes_note_drained (self); });

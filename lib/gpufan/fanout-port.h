@@ -98,11 +98,11 @@ class FanOutPort : public StatsView {
   // The pipeline stopped: the lane's items are no longer awaited.
   void UnclaimLane(uint32_t lane) { core().UnclaimLane(lane); }
   // The lane is stalled: an item of it was the window's head for
-  // stall-timeout without coming back (see LaneState::kStalled).
+  // stall-timeout without coming back (see LaneHealth::kStalled).
   bool IsLaneStalled(uint32_t lane) const { return core().IsLaneStalled(lane); }
   // The fan-out took the lane out of the stream because its branch failed
   // (true), or starts it again (false). A failed lane's outstanding items are
-  // given up at once; it gets no items (LaneState::kFailed) and a fan-in
+  // given up at once; it gets no items (LaneHealth::kFailed) and a fan-in
   // stops waiting for its EOS. A flush (Reset) keeps it failed. Returns the
   // frames given up that a fan-in awaited (a chunk counts its frames less
   // the outputs that left already, as if the branch made one per frame).
@@ -220,8 +220,9 @@ class FanOutPort : public StatsView {
   //
   // The idle worker of a lane the fan-out holds stalled (the stall
   // listener told it), each time it wakes. The first marker is due
-  // stall-timeout after the stall, each next one stall-timeout after the
-  // check that found the last one due, never before: kWait until *due_ns;
+  // stall-timeout after the stall (each new one), each next one
+  // stall-timeout after the check that found the last one due, never
+  // before: kWait until *due_ns;
   // kSend a marker now (a claimed lane; an unclaimed one only waits again);
   // kAnswered once a check at the due time finds that the lane answered
   // meanwhile (the fan-out stops holding it stalled).

@@ -163,7 +163,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Like DispatchItem but never waits: std::nullopt when it would have to.
   std::optional<Dispatch> TryDispatchItem(int64_t pts_ns, int origin_gpu = -1);
   bool HasStreams() const;
-  // A stalled lane's liveness markers: due stall-timeout after the stall,
+  // A stalled lane's liveness markers: due stall-timeout after each stall,
   // then stall-timeout after each marker (or check that found one due).
   LivenessMarker CheckLivenessMarker(uint32_t lane, int64_t *due_ns);
   int64_t LastResortRetryDueNs() const;
@@ -274,7 +274,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // The worker is inside the push of item `pushing_seq`.
     bool in_push = false;
     uint64_t pushing_seq = 0;
-    // Stalled (LaneState::kStalled): why and since when.
+    // Stalled (LaneHealth::kStalled): why and since when.
     // NoteLaneReset's count
     uint64_t resets = 0;
     bool stalled = false;
@@ -286,9 +286,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
-    // When the fan-out's idle worker is to send its next liveness marker
-    // (CheckLivenessMarker); set when the lane stalls, kNoTime once a check
-    // found it answered again.
+    // When the fan-out's idle worker is to send its next liveness marker, or
+    // look whether the lane answered (CheckLivenessMarker); set when the lane
+    // stalls, kNoTime once a check found it answered.
     int64_t marker_due_ns = kNoTime;
     std::deque<Outstanding> outstanding;  // FIFO, oldest first: ascending seq
     // Replayed items a marker was asked for (OnPushed) that has not come
@@ -358,9 +358,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   int64_t PolicyTurnsUnlocked(int64_t now, int64_t until);
   Dispatch RecordDispatchUnlocked(uint32_t lane, int64_t pts_ns, int64_t now_ns,
                                   uint32_t stream = kMainStream);
-  // Which lanes the scheduler may pick now (LaneState, tiers: see .cpp).
+  // Which lanes the scheduler may pick now (LaneHealth, tiers: see .cpp).
   void SchedulableUnlocked(std::vector<bool> *schedulable, bool *joining);
-  static LaneState StateOfUnlocked(const Lane& lane, bool any_claimed);
+  static LaneHealth StateOfUnlocked(const Lane& lane, bool any_claimed);
   bool AnyClaimedUnlocked() const;
   void ProveLaneUnlocked(uint32_t lane, uint64_t seq);
   void HeardFromUnlocked(Lane& lane);

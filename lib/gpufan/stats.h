@@ -14,8 +14,10 @@
 
 namespace gpufan {
 
-// Where a lane stands in scheduling.
-enum class LaneState {
+// Where a lane stands in scheduling: its health as the Session sees it (the
+// strings of LaneHealthName are what statistics print). Not the fan-out's own
+// lane state machine, which tracks its pad and worker.
+enum class LaneHealth {
   kActive,    // gets items
   kInactive,  // not linked, failed, flushing or released: gets no items
   // A fan-in waits for other lanes of the session but has not claimed this
@@ -36,7 +38,7 @@ enum class StallKind {
   kBlocked,  // the lane's push into its branch has not returned
   kSilent,   // the branch took the item; nothing came back (no item, no marker)
 };
-GPUFAN_API const char *LaneStateName(LaneState state);
+GPUFAN_API const char *LaneHealthName(LaneHealth state);
 GPUFAN_API const char *StallKindName(StallKind kind);
 
 // What the fan-out knows of a lane beyond scheduling: where its worker runs
@@ -90,7 +92,7 @@ struct LaneStats {
   uint64_t reorder_waits = 0;  // came back before an earlier item and waited
   uint64_t replayed = 0;       // items sent to it again after their lane failed
   uint64_t handed_over = 0;    // items it held when it failed, sent again
-  LaneState state = LaneState::kActive;
+  LaneHealth state = LaneHealth::kActive;
   StallKind stall_kind = StallKind::kNone;  // for kStalled
   uint64_t stalled_seq = 0;                 // the item it stalled on
   int64_t stalled_ns = 0;    // how long ago it stalled (kStalled)

@@ -43,11 +43,11 @@ EndOfStream Session::DecideEndOfStream(
     auto it = in.paired ? lanes_.find(in.lane) : lanes_.end();
     if (it != lanes_.end()) {
       const Lane& l = it->second;
-      const LaneState state = StateOfUnlocked(l, any_claimed);
+      const LaneHealth state = StateOfUnlocked(l, any_claimed);
       // a lane taken out of the stream sends nothing more, EOS included
-      if (state == LaneState::kFailed)
+      if (state == LaneHealth::kFailed)
         continue;
-      if (state == LaneState::kStalled) {
+      if (state == LaneHealth::kStalled) {
         missing.why = MissingEos::kStalled;
         missing.stall_kind = l.stall_kind;
         missing.stalled_seq = l.stalled_seq;

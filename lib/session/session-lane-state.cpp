@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Where each lane stands (LaneState): which lanes the scheduler may pick, how
+// Where each lane stands (LaneHealth): which lanes the scheduler may pick, how
 // a lane stalls, and how a marker or an arrival proves it alive again and its
 // lost items dropped.
 #include "gpufan/session.h"
@@ -15,17 +15,17 @@ constexpr size_t kExpiredKept = 32;
 
 }  // namespace
 
-const char *LaneStateName(LaneState state) {
+const char *LaneHealthName(LaneHealth state) {
   switch (state) {
-    case LaneState::kActive:
+    case LaneHealth::kActive:
       return "active";
-    case LaneState::kInactive:
+    case LaneHealth::kInactive:
       return "inactive";
-    case LaneState::kJoining:
+    case LaneHealth::kJoining:
       return "joining";
-    case LaneState::kStalled:
+    case LaneHealth::kStalled:
       return "stalled";
-    case LaneState::kFailed:
+    case LaneHealth::kFailed:
       return "failed";
   }
   return "?";
@@ -50,16 +50,16 @@ bool Session::AnyClaimedUnlocked() const {
   return false;
 }
 
-LaneState Session::StateOfUnlocked(const Lane& lane, bool any_claimed) {
+LaneHealth Session::StateOfUnlocked(const Lane& lane, bool any_claimed) {
   if (lane.failed)
-    return LaneState::kFailed;
+    return LaneHealth::kFailed;
   if (!lane.eligible)
-    return LaneState::kInactive;
+    return LaneHealth::kInactive;
   if (lane.stalled)
-    return LaneState::kStalled;
+    return LaneHealth::kStalled;
   if (!lane.claimed && any_claimed)
-    return LaneState::kJoining;
-  return LaneState::kActive;
+    return LaneHealth::kJoining;
+  return LaneHealth::kActive;
 }
 
 // The lanes the scheduler may pick, in lanes_ order: the active ones; while
@@ -70,16 +70,16 @@ LaneState Session::StateOfUnlocked(const Lane& lane, bool any_claimed) {
 void Session::SchedulableUnlocked(std::vector<bool> *schedulable,
                                   bool *joining) {
   // Higher is picked first; inactive lanes never.
-  auto rank = [](LaneState state) {
+  auto rank = [](LaneHealth state) {
     switch (state) {
-      case LaneState::kActive:
+      case LaneHealth::kActive:
         return 3;
-      case LaneState::kJoining:
+      case LaneHealth::kJoining:
         return 2;
-      case LaneState::kStalled:
+      case LaneHealth::kStalled:
         return 1;
-      case LaneState::kInactive:
-      case LaneState::kFailed:
+      case LaneHealth::kInactive:
+      case LaneHealth::kFailed:
         break;
     }
     return 0;
@@ -89,8 +89,8 @@ void Session::SchedulableUnlocked(std::vector<bool> *schedulable,
   int best = 0;
   *joining = false;
   for (const auto& [id, l] : lanes_) {
-    const LaneState state = StateOfUnlocked(l, any_claimed);
-    *joining |= state == LaneState::kJoining;
+    const LaneHealth state = StateOfUnlocked(l, any_claimed);
+    *joining |= state == LaneHealth::kJoining;
     lane_ranks_.push_back(rank(state));
     best = std::max(best, lane_ranks_.back());
   }
@@ -259,11 +259,11 @@ bool Session::ExpireStalledHeadUnlocked(int64_t now_ns) {
 // until anything comes back from it (HeardFromUnlocked).
 void Session::StallLaneUnlocked(Lane& lane, uint64_t head_seq, int64_t now_ns) {
   RecordStallUnlocked(lane, head_seq, now_ns);
-  lane.stalled = true;
-  // The fan-out learns of the stall now (the stall listener); its first
-  // marker is due stall-timeout later, unless a run of markers is on.
-  if (lane.marker_due_ns == kNoTime)
+  // The fan-out learns of a new stall now (the stall listener): its first
+  // liveness marker is due stall-timeout later.
+  if (!lane.stalled)
     lane.marker_due_ns = now_ns + config_.stall_timeout_ns;
+  lane.stalled = true;
   NotifyAllUnlocked();
 }
 

@@ -21,7 +21,8 @@ LivenessMarker Session::CheckLivenessMarker(uint32_t lane, int64_t *due_ns) {
     return LivenessMarker::kWait;
   }
   // Only at its due time does the worker look whether the lane answered
-  // meanwhile: one look per stall-timeout, as for the marker.
+  // meanwhile (it may have stalled again since: then the new stall's time
+  // is the due one): one look per stall-timeout, as for the marker.
   if (!l->stalled) {
     l->marker_due_ns = kNoTime;
     return LivenessMarker::kAnswered;

@@ -356,7 +356,7 @@ class OpsRun {
   void CheckStats() {
     const SessionStats s = session_->Stats();
     for (const LaneStats& l : s.lanes)
-      g_coverage.stalls += l.state == LaneState::kStalled ? 1 : 0;
+      g_coverage.stalls += l.state == LaneHealth::kStalled ? 1 : 0;
     if (s.window_occupancy > s.in_flight)
       Fail("window holds more than is in flight");
     // The automatic limit shrinks when lanes go; a fixed one always holds.

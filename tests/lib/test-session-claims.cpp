@@ -17,7 +17,7 @@ TEST_F(SessionTest, UnawaitedLanesNeverBlockTheWindow) {
   // item could not be ordered against the claimed lanes' items).
   const Dispatch a = Send(0);
   EXPECT_TRUE(a.lanes_joining);
-  EXPECT_EQ(Lane(session_->Stats(), 1).state, LaneState::kJoining);
+  EXPECT_EQ(Lane(session_->Stats(), 1).state, LaneHealth::kJoining);
   const Dispatch c = Send(0);
   session_->Arrive(0, c.seq, kNoTime, P("c"));  // proves a dropped
   EXPECT_EQ(Take(), (Strings{"-@0", "c@1"}));
@@ -95,7 +95,7 @@ TEST_F(SessionTest, UnclaimedLaneIsNoLongerAwaited) {
   EXPECT_EQ(Take(), (Strings{"d@2"}));
   const SessionStats s = session_->Stats();
   EXPECT_EQ(Lane(s, 0).dropped, 1u);
-  EXPECT_EQ(Lane(s, 0).state, LaneState::kJoining);
+  EXPECT_EQ(Lane(s, 0).state, LaneHealth::kJoining);
   EXPECT_EQ(s.in_flight, 0u);
   // Claimed again, the lane gets items, awaited.
   session_->ClaimLane(0);

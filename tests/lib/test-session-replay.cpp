@@ -63,17 +63,17 @@ TEST_F(SessionTest, AFailedLaneGivesUpItsItemsAndTakesNoMore) {
   session_->SetLaneFailed(0, true);
   EXPECT_EQ(Take(), (Strings{"-@0", "b@1", "-@2"}));
   SessionStats s = session_->Stats();
-  EXPECT_EQ(Lane(s, 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(s, 0).state, LaneHealth::kFailed);
   EXPECT_EQ(Lane(s, 0).failed + Lane(s, 0).dropped, 2u);
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(a.seq + c.seq, 2u);
   // Every item goes to lane 1 now, a flush included.
   EXPECT_EQ(Send(1).seq, 3u);
   session_->Reset();
-  EXPECT_EQ(Lane(session_->Stats(), 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(session_->Stats(), 0).state, LaneHealth::kFailed);
   EXPECT_EQ(Send(1).lane, 1u);
   session_->SetLaneFailed(0, false);
-  EXPECT_NE(Lane(session_->Stats(), 0).state, LaneState::kFailed);
+  EXPECT_NE(Lane(session_->Stats(), 0).state, LaneHealth::kFailed);
 }
 
 TEST_F(SessionTest, AnOutputFailureIsNotedUntilReset) {
@@ -115,7 +115,7 @@ TEST_F(SessionTest, AFailedLanesItemsAreSentAgainAndLeaveInOrder) {
   session_->Arrive(1, d.seq, kNoTime, P("d"));
   EXPECT_EQ(Take(), (Strings{"a@0", "-@1", "c@2", "d@3", "e@4"}));
   const SessionStats s = session_->Stats();
-  EXPECT_EQ(Lane(s, 0).state, LaneState::kFailed);
+  EXPECT_EQ(Lane(s, 0).state, LaneHealth::kFailed);
   ExpectLaneCounts(s, 0, {.late = 1, .handed_over = 2});
   ExpectLaneCounts(s, 1, {.dropped = 1, .replayed = 1});
   ExpectLaneCounts(s, 2, {.replayed = 1});

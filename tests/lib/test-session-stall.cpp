@@ -173,7 +173,7 @@ TEST_F(SessionTest, AStalledLaneIsSkippedByEveryPolicyUntilItAnswers) {
     clock_->Advance(100 * kMs);
     EXPECT_EQ(Take(), (Strings{"-@0"}));
     SessionStats s = session_->Stats();
-    EXPECT_EQ(Lane(s, stuck).state, LaneState::kStalled);
+    EXPECT_EQ(Lane(s, stuck).state, LaneHealth::kStalled);
     EXPECT_EQ(Lane(s, stuck).stall_kind, StallKind::kBlocked);
     EXPECT_EQ(Lane(s, stuck).stalled_seq, a->seq);
     EXPECT_TRUE(session_->IsLaneStalled(stuck));
@@ -188,7 +188,7 @@ TEST_F(SessionTest, AStalledLaneIsSkippedByEveryPolicyUntilItAnswers) {
     // alive, and it is scheduled again.
     EXPECT_TRUE(session_->OnPushed(stuck, a->seq, PushOutcome::kDelivered));
     session_->ProveLane(stuck, a->seq);
-    EXPECT_EQ(Lane(session_->Stats(), stuck).state, LaneState::kActive);
+    EXPECT_EQ(Lane(session_->Stats(), stuck).state, LaneHealth::kActive);
     bool stuck_got_one = false;
     for (int i = 0; i < 4 && !stuck_got_one; ++i) {
       std::optional<Dispatch> x = session_->TryDispatchItem(kNoTime);
@@ -221,7 +221,7 @@ TEST_F(SessionTest, AStalledLanesLaterItemsAreGivenUpWithoutAWaitEach) {
   EXPECT_EQ(Take(), (Strings{"-@1", "ok@2", "-@3", "ok@4", "-@5"}));
   const SessionStats s = session_->Stats();
   EXPECT_EQ(Lane(s, 1).timed_out, 3u);
-  EXPECT_EQ(Lane(s, 1).state, LaneState::kStalled);
+  EXPECT_EQ(Lane(s, 1).state, LaneHealth::kStalled);
   EXPECT_EQ(Lane(s, 1).stall_kind, StallKind::kSilent);
   EXPECT_EQ(s.in_flight, 0u);
 }

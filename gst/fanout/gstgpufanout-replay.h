@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufanout's replay: a failed lane's frames sent to the other lanes
+ * (gstgpufanout-replay.cpp). */
+#pragma once
+
+#include <gst/gst.h>
+
+#include "gpufan/fanout-port.h"
+#include "gstgpufanout-lane.h"
+
+namespace fanout {
+
+/* An item a failed lane handed over before the chain function kept it:
+ * the chain function sends it on (or gives it up) once it decides. */
+struct ReplayOrphan {
+  guint lane = 0; /* the lane that failed */
+  gpufan::ReplayItem item;
+};
+
+/* What the fan-out keeps of a dispatched item to send it again. */
+struct ReplayCopy {
+  guint64 seq = 0;
+  GstMiniObject * obj = nullptr; /* a reference */
+  ItemKind kind = ItemKind::kBuffer;
+  guint32 caps_epoch = 0;
+  gint64 pts = -1;
+};
+
+/* Replay (gstgpufanout-replay.cpp) */
+/* on-lane-error=replay or on-stall=replay, outside chunk mode */
+bool replay_on (GstGpuFanOut * self);
+/* The chain function keeps a reference to scheduled item @seq (a buffer
+ * or GAP, awaited) while replay is on, or says it did not; either way it
+ * settles the item if its lane failed meanwhile (an orphan). */
+void replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
+    ItemKind kind, guint32 caps_epoch, gint64 pts);
+void replay_not_kept (GstGpuFanOut * self, guint64 seq);
+/* Frame dispatch's hooks: the Session dispatched @item (@d), about to be
+ * queued, kept or not as above; whether the lane refused it because it
+ * failed and replay handed the item over (it goes again without us). */
+void replay_note_dispatched (GstGpuFanOut * self, const gpufan::Dispatch & d,
+    const QueuedItem & item, gint64 pts);
+bool replay_took_over (GstGpuFanOut * self, const gpufan::Dispatch & d);
+/* Items up to @released_through left gpufanin: their references go (the
+ * Session's release listener). */
+void replay_release (GstGpuFanOut * self, guint64 released_through);
+/* Forgets every kept item (a flush, a new start). */
+void replay_forget (GstGpuFanOut * self);
+/* Lane @id failed: its items go to the other lanes. Returns how many did
+ * (@lost: how many could not). */
+guint replay_lane (GstGpuFanOut * self, guint id, guint * lost);
+
+} // namespace fanout

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufanout's several input streams: sink_%u pads
+ * (gstgpufanout-streams.cpp, gstgpufanout-sinkpad.cpp). */
+#pragma once
+
+#include <gst/gst.h>
+
+#include "gstgpufanout.h"
+
+namespace fanout {
+
+/* One input stream of several: a sink_%u pad (gstgpufanout-streams.cpp).
+ * Under GstGpuFanOutPrivate::streams_lock. */
+struct StreamInput {
+  guint index = 0;          /* sink_<index> */
+  guint32 stream = 0;       /* its id in the Session */
+  GstCaps * caps = nullptr; /* its current caps */
+  bool ended = false;       /* EOS came (until a flush or a new start) */
+
+  StreamInput () = default;
+  StreamInput (const StreamInput &) = delete;
+  StreamInput & operator= (const StreamInput &) = delete;
+  ~StreamInput () { gst_clear_caps (&caps); }
+};
+
+/* Several input streams (gstgpufanout-streams.cpp) */
+/* The Session's id of sink_%u pad @pad's stream (gstgpufanout-sinkpad.cpp) */
+guint32 stream_of (GstGpuFanOutSinkPad * pad);
+GstPad * stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
+    const gchar * name);
+void stream_release_pad (GstGpuFanOut * self, GstPad * pad);
+/* An upstream event from lane pad @src's branch, once: to sink_k's
+ * upstream when gpufanin's src_k sent it (@stream k + 1), else to the
+ * single sink pad's. Takes @event. */
+gboolean forward_upstream_event (GstGpuFanOut * self, GstPad * src,
+    GstEvent * event, guint stream);
+/* PAUSED->READY: every stream starts again. */
+void streams_reset (GstGpuFanOut * self);
+/* Data on the single sink pad: FALSE (an error posted) when sink_%u pads
+ * carry streams (one relaxed load once allowed). */
+gboolean main_input_allowed (GstGpuFanOut * self);
+
+} // namespace fanout
