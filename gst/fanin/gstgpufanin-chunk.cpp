@@ -344,6 +344,7 @@ namespace {
 class ChunkHandler : public gpufanin::ItemHandler {
 public:
   const char * Name () const override { return "chunk"; }
+  int Rank () const override { return 2; }
 
   GstFlowReturn Arrive (GstGpuFanIn * self, GstPad * pad,
       GstMiniObject * obj) const override

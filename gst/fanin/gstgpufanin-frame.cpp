@@ -77,6 +77,7 @@ namespace {
 class FrameHandler : public gpufanin::ItemHandler {
 public:
   const char * Name () const override { return "frame"; }
+  int Rank () const override { return 0; }
 
   GstFlowReturn Arrive (GstGpuFanIn * self, GstPad * pad,
       GstMiniObject * obj) const override

@@ -6,9 +6,10 @@
  * Each mode's handler lives in that mode's file: gstgpufanin-frame.cpp,
  * gstgpufanin-chunk.cpp, gstgpufanin-streams.cpp.
  *
- * A fan-in starts with the frame handler and changes it at most once per
- * mode it learns of (gst_gpufan_in_use_handler): the first chunk-start
- * (chunk), a src_%u request or a session with streams (streams). The
+ * A fan-in starts with the frame handler and changes it when it learns of
+ * another mode (gst_gpufan_in_use_handler), never back: the first
+ * chunk-start (chunk), a src_%u request or a session with streams
+ * (streams). The
  * handlers hold no state (that is the pads' and the element's): one
  * indirect call per item, no lock of their own.
  */
@@ -54,6 +55,9 @@ class ItemHandler {
 public:
   virtual ~ItemHandler () = default;
   virtual const char * Name () const = 0; /* for the log */
+  /* A handler replaces only one of a lower rank: frame 0, streams 1, chunk
+   * 2 (chunk mode takes one stream, whose items all leave by src). */
+  virtual int Rank () const = 0;
 
   /* Sink: a buffer or a GAP event came out of @pad's lane (takes @obj).
    * Returns what the lane's push gets back. */

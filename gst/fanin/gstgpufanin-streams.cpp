@@ -347,11 +347,19 @@ namespace {
 class StreamsHandler : public gpufanin::ItemHandler {
 public:
   const char * Name () const override { return "streams"; }
+  int Rank () const override { return 1; }
 
   GstFlowReturn Arrive (GstGpuFanIn * self, GstPad * pad,
       GstMiniObject * obj) const override
   {
     return gpufanin::frame_handler ().Arrive (self, pad, obj);
+  }
+
+  /* a chunk-start all the same (a src_%u requested beside chunk mode) */
+  bool HandleEvent (GstGpuFanIn * self, GstPad * pad,
+      GstEvent * event) const override
+  {
+    return gpufanin::frame_handler ().HandleEvent (self, pad, event);
   }
 
   /* Only once src_%u pads are there: see GstGpuFanInPrivate::streams_out */

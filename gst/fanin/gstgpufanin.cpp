@@ -139,8 +139,12 @@ void
 gst_gpufan_in_use_handler (GstGpuFanIn * self,
     const gpufanin::ItemHandler & handler)
 {
-  if (self->priv->handler.exchange (&handler) != &handler)
-    GST_DEBUG_OBJECT (self, "item handler: %s", handler.Name ());
+  const gpufanin::ItemHandler * current = self->priv->handler.load ();
+  do {
+    if (current->Rank () >= handler.Rank ())
+      return; /* a mode learnt later never undoes one learnt earlier */
+  } while (!self->priv->handler.compare_exchange_weak (current, &handler));
+  GST_DEBUG_OBJECT (self, "item handler: %s", handler.Name ());
 }
 
 /* ------------------------------------------------------------------------ */
