@@ -17,7 +17,10 @@
 // hash each frame where it enters (gpufanout's sink_k) and where it leaves
 // (gpufanin's src_k); the program checks, per stream, that the output is
 // exactly the input sequence: complete, in order, the stream's own frames
-// (none crosses to another stream), then one EOS.
+// (none crosses to another stream), then one EOS. Those checks, and the
+// watchdog below, are in gpufan-streams-check.{h,cpp}: this file is the
+// example itself (build the pipeline, add and remove streams, read the
+// statistics).
 //
 // While playing, it adds a stream (sink_N and src_N, its source, linked and
 // brought to PLAYING) and removes one of the first N (its source to NULL,
@@ -34,20 +37,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <unistd.h>
-
+#include "gpufan-streams-check.h"
 #include "gpufan-util.h"
 #include "gpufan/device-registry.h"
 #include "gpufan/placement.h"
@@ -87,46 +83,16 @@ const char *const kPatterns[] = {
 };
 constexpr int kPatternCount = G_N_ELEMENTS(kPatterns);
 
-// One frame as a probe saw it.
-struct Frame {
-  guint64 pts = 0;
-  guint64 hash = 0;
-  bool operator==(const Frame& o) const {
-    return pts == o.pts && hash == o.hash;
-  }
-  bool operator<(const Frame& o) const {
-    return pts != o.pts ? pts < o.pts : hash < o.hash;
-  }
-};
-
-// One input stream and its output. `in` is written only by the source's
-// streaming thread (the probe on gpufanout's sink_k), `out` only by
-// gpufanin's output thread (the probe on src_k); the main thread reads them
-// once those threads have stopped (the source at NULL, or the pipeline).
-struct Stream {
-  int index = 0;
-  std::string pattern;
+// One input stream: its source and pads, and what the checks record of it
+// (its frames in and out, its entry of gpufanout's statistics).
+struct Stream : streams_check::StreamRecord {
   int speed = 1;  // horizontal-speed
-  guint64 num_buffers = 0;
-  bool added = false;    // added while playing
-  bool removed = false;  // removed while playing
-  guint64 in_at_removal = 0;
   guint in_flight_at_removal = 0;
-  bool ended_before_removal = false;
 
   GstElement *src = nullptr;     // owned by the pipeline
   GstElement *filter = nullptr;  // owned by the pipeline
   GstPad *fan_sink = nullptr;    // gpufanout's sink_k (a ref until released)
   GstPad *fan_src = nullptr;     // gpufanin's src_k (a ref)
-
-  std::vector<Frame> in, out;
-  std::atomic<guint64> n_in{0}, n_out{0};
-  std::atomic<bool> in_eos{false};
-  std::atomic<int> out_eos{0};            // EOS events seen on src_k
-  std::atomic<guint64> out_after_eos{0};  // buffers after the EOS
-
-  GstStructure *stats = nullptr;  // its entry of gpufanout's `streams`
-  bool stats_final = false;       // from the statistics at the end
 };
 
 struct App {
@@ -149,120 +115,8 @@ struct App {
   std::exit(1);
 }
 
-// --- watchdog ---------------------------------------------------------------
-
-// Ends the process when the run has not finished by its deadline, whatever
-// the main thread is blocked in (a state change, a pad release, teardown).
-class Watchdog {
- public:
-  Watchdog(int seconds, const App *app) : app_(app) {
-    thread_ = std::thread([this, seconds] { Run(seconds); });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lk(mutex_);
-      done_ = true;
-    }
-    cond_.notify_all();
-    thread_.join();
-  }
-
- private:
-  void Run(int seconds) {
-    std::unique_lock<std::mutex> lk(mutex_);
-    if (cond_.wait_for(lk, std::chrono::seconds(seconds),
-                       [this] { return done_; }))
-      return;
-    // Only atomics are read here: the other threads may be running.
-    g_printerr(
-        "gpufan-streams: ERROR: watchdog: the run did not finish in %d s "
-        "(raise --timeout?); where each stream was:\n",
-        seconds);
-    for (const auto& s : app_->streams)
-      g_printerr("  stream %d: %" G_GUINT64_FORMAT " in%s, %" G_GUINT64_FORMAT
-                 " out, %d EOS out\n",
-                 s->index, s->n_in.load(), s->in_eos ? " + EOS" : "",
-                 s->n_out.load(), s->out_eos.load());
-    fflush(stderr);
-    _exit(3);
-  }
-
-  const App *app_;
-  std::mutex mutex_;
-  std::condition_variable cond_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
-// --- frames and probes
-// --------------------------------------------------------
-
-guint64 HashBuffer(GstBuffer *buf) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buf, &map, GST_MAP_READ))
-    return 0;
-  // 64-bit words, multiply and fold: fast enough at 30 fps x many streams.
-  guint64 h = 0x9e3779b97f4a7c15ull ^ map.size;
-  gsize i = 0;
-  for (; i + 8 <= map.size; i += 8) {
-    guint64 w;
-    memcpy(&w, map.data + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  for (; i < map.size; i++)
-    h = (h ^ map.data[i]) * 0x100000001b3ull;
-  gst_buffer_unmap(buf, &map);
-  return h ^ (h >> 32);
-}
-
-Frame FrameOf(GstBuffer *buf) {
-  return Frame{GST_BUFFER_PTS(buf), HashBuffer(buf)};
-}
-
-// At gpufanout's sink_k: what enters the stream.
-GstPadProbeReturn ProbeIn(GstPad *, GstPadProbeInfo *info, gpointer data) {
-  auto *s = static_cast<Stream *>(data);
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
-    s->in.push_back(FrameOf(GST_PAD_PROBE_INFO_BUFFER(info)));
-    s->n_in++;
-  } else if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
-    GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
-    for (guint i = 0; i < gst_buffer_list_length(list); i++) {
-      s->in.push_back(FrameOf(gst_buffer_list_get(list, i)));
-      s->n_in++;
-    }
-  } else if (GST_PAD_PROBE_INFO_TYPE(info) &
-             GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
-    if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS)
-      s->in_eos = true;
-  }
-  return GST_PAD_PROBE_OK;
-}
-
-void CountOut(Stream *s, GstBuffer *buf) {
-  if (s->out_eos > 0)
-    s->out_after_eos++;
-  s->out.push_back(FrameOf(buf));
-  s->n_out++;
-}
-
-// At gpufanin's src_k: what leaves the stream.
-GstPadProbeReturn ProbeOut(GstPad *, GstPadProbeInfo *info, gpointer data) {
-  auto *s = static_cast<Stream *>(data);
-  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
-    CountOut(s, GST_PAD_PROBE_INFO_BUFFER(info));
-  } else if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
-    GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
-    for (guint i = 0; i < gst_buffer_list_length(list); i++)
-      CountOut(s, gst_buffer_list_get(list, i));
-  } else if (GST_PAD_PROBE_INFO_TYPE(info) &
-             GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
-    if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS)
-      s->out_eos++;
-  }
-  return GST_PAD_PROBE_OK;
-}
+// --- holding the lanes
+// ---------------------------------------------------------
 
 // On gpufanout's src_l (the lane's thread): holds the lane while asked to.
 GstPadProbeReturn ProbeLane(GstPad *, GstPadProbeInfo *, gpointer data) {
@@ -273,10 +127,6 @@ GstPadProbeReturn ProbeLane(GstPad *, GstPadProbeInfo *, gpointer data) {
     g_usleep(until - now);
   return GST_PAD_PROBE_OK;
 }
-
-constexpr auto kProbeMask = static_cast<GstPadProbeType>(
-    GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST |
-    GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM);
 
 // --- statistics
 // -----------------------------------------------------------------
@@ -381,7 +231,7 @@ void AddStream(App& app, Stream& s, bool playing) {
   gst_object_unref(qsink);
   if (out_link != GST_PAD_LINK_OK || !gst_element_link(queue, sink))
     Fail("cannot link gpufanin's src_" + k);
-  gst_pad_add_probe(s.fan_src, kProbeMask, ProbeOut, &s, nullptr);
+  streams_check::WatchOutput(s.fan_src, &s);
   if (playing) {
     gst_element_sync_state_with_parent(sink);
     gst_element_sync_state_with_parent(queue);
@@ -408,7 +258,7 @@ void AddStream(App& app, Stream& s, bool playing) {
   gst_caps_unref(caps);
   gst_bin_add_many(GST_BIN(app.pipeline), s.src, s.filter, nullptr);
   GstPad *fsrc = gst_element_get_static_pad(s.filter, "src");
-  gst_pad_add_probe(s.fan_sink, kProbeMask, ProbeIn, &s, nullptr);
+  streams_check::WatchInput(s.fan_sink, &s);
   const GstPadLinkReturn in_link = gst_pad_link(fsrc, s.fan_sink);
   gst_object_unref(fsrc);
   if (in_link != GST_PAD_LINK_OK || !gst_element_link(s.src, s.filter))
@@ -568,71 +418,10 @@ bool Run(App& app, Stream *add, Stream *remove) {
   return ok && eos;
 }
 
-// --- checks
-// -------------------------------------------------------------------------
+// --- reading the statistics
+// ---------------------------------------------------
 
-struct Verdict {
-  bool exact = false;     // out == in
-  bool complete = false;  // as many out as in
-  bool in_order = false;  // what came out came in that order
-  guint64 foreign = 0;    // frames out that are not the stream's own
-  std::string why;        // the first difference
-};
-
-// `owner`: each input frame's stream, for naming a frame that crossed.
-Verdict Check(const Stream& s, const std::map<Frame, int>& owner) {
-  Verdict v;
-  v.exact = s.out == s.in;
-  v.complete = s.out.size() == s.in.size();
-  // In order: each output frame is an input frame later than the one before.
-  std::map<Frame, size_t> position;
-  for (size_t i = 0; i < s.in.size(); i++)
-    position.emplace(s.in[i], i);
-  v.in_order = true;
-  size_t last = 0;
-  bool any = false;
-  for (size_t i = 0; i < s.out.size(); i++) {
-    auto it = position.find(s.out[i]);
-    if (it == position.end()) {
-      v.foreign++;
-      if (v.why.empty()) {
-        auto o = owner.find(s.out[i]);
-        v.why = "output frame " + std::to_string(i) +
-                (o != owner.end() && o->second != s.index
-                     ? " is stream " + std::to_string(o->second) + "'s"
-                     : " was never input");
-      }
-      continue;
-    }
-    if (any && it->second <= last) {
-      v.in_order = false;
-      if (v.why.empty())
-        v.why = "output frame " + std::to_string(i) + " is input frame " +
-                std::to_string(it->second) + ", after input frame " +
-                std::to_string(last);
-    }
-    last = it->second;
-    any = true;
-  }
-  if (v.why.empty() && !v.exact) {
-    // Name the missing frames (input index and time), the first few.
-    std::map<Frame, size_t> out_pos;
-    for (size_t i = 0; i < s.out.size(); i++)
-      out_pos.emplace(s.out[i], i);
-    size_t missing = 0;
-    std::string which;
-    for (size_t i = 0; i < s.in.size(); i++) {
-      if (out_pos.count(s.in[i]))
-        continue;
-      if (++missing <= 8)
-        which += (which.empty() ? "" : ", ") + std::to_string(i) + " (" +
-                 std::to_string(s.in[i].pts / GST_MSECOND) + " ms)";
-    }
-    v.why = std::to_string(missing) + " input frame(s) missing: " + which;
-  }
-  return v;
-}
-
+// A line per lane of gpufanout's statistics.
 void PrintLanes(const GstStructure *stats) {
   const GValue *lanes =
       stats ? gst_structure_get_value(stats, "lanes") : nullptr;
@@ -653,91 +442,6 @@ void PrintLanes(const GstStructure *stats) {
             U64(l, "completed"), U64(l, "dropped"),
             U64(l, "service-time") / 1e6, Double(l, "fps"));
   }
-}
-
-// Prints the table and returns whether every check passed.
-bool Report(App& app) {
-  std::map<Frame, int> owner;
-  for (const auto& s : app.streams)
-    for (const Frame& f : s->in)
-      owner.emplace(f, s->index);
-
-  g_print(
-      "\n  %-6s %-7s %-10s %6s %6s %-8s %-5s %-4s %10s %9s %5s %6s %8s  %s\n",
-      "stream", "pad", "pattern", "in", "out", "in order", "own", "EOS",
-      "dispatched", "delivered", "lost", "leaky", "wait ms", "");
-  bool ok = true;
-  for (const auto& sp : app.streams) {
-    const Stream& s = *sp;
-    if (!s.fan_src)
-      continue;  // never added (--no-changes)
-    const Verdict v = Check(s, owner);
-    const bool eos_ok = s.out_eos == 1 && s.out_after_eos == 0;
-    // Every frame of a stream that was not removed entered (num-buffers).
-    const bool entered_ok = s.removed
-                                ? s.in_at_removal == s.n_in && !s.in.empty()
-                                : s.n_in == s.num_buffers && s.in_eos;
-    const bool have_stats = s.stats != nullptr;
-    const guint64 lost = U64(s.stats, "lost");
-    const guint64 leaky = U64(s.stats, "leaky-dropped");
-    // The final statistics must agree; a released stream's last entry was
-    // taken at its release, with frames still in flight.
-    bool stats_ok = have_stats && lost == 0 && leaky == 0;
-    if (stats_ok && s.stats_final)
-      stats_ok = U64(s.stats, "dispatched") == s.in.size() &&
-                 U64(s.stats, "delivered") == s.out.size();
-    const bool pass = v.exact && v.in_order && v.foreign == 0 && eos_ok &&
-                      entered_ok && stats_ok;
-    ok = ok && pass;
-
-    std::string note;
-    if (s.added)
-      note = "added while playing";
-    if (s.removed)
-      note = std::string("removed while playing") +
-             (s.ended_before_removal ? " (had already ended)" : "") +
-             "; statistics as at its release";
-    g_print("  %-6d sink_%-2d %-10s %6zu %6zu %-8s %-5s %-4s", s.index, s.index,
-            s.pattern.c_str(), s.in.size(), s.out.size(),
-            v.in_order && v.complete ? "yes" : "NO",
-            v.foreign == 0 ? "yes" : "NO",
-            eos_ok ? "yes" : (s.out_eos == 0 ? "NO" : "BAD"));
-    if (have_stats)
-      g_print(" %10" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT
-              " %5" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT " %8.1f",
-              U64(s.stats, "dispatched"), U64(s.stats, "delivered"), lost,
-              leaky, U64(s.stats, "wait-time") / 1e6);
-    else
-      g_print(" %10s %9s %5s %6s %8s", "-", "-", "-", "-", "-");
-    g_print("  %s\n", pass ? "ok" : "FAILED");
-    if (!note.empty())
-      g_print("  %6s %s\n", "", note.c_str());
-    if (!pass) {
-      if (!v.why.empty())
-        g_print("  %6s %s\n", "", v.why.c_str());
-      if (!eos_ok)
-        g_print("  %6s %d EOS on src_%d, %" G_GUINT64_FORMAT
-                " frames after it (expected one EOS, last)\n",
-                "", s.out_eos.load(), s.index, s.out_after_eos.load());
-      if (!entered_ok)
-        g_print("  %6s %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
-                " frames entered%s\n",
-                "", s.n_in.load(), s.num_buffers,
-                s.in_eos ? "" : ", no EOS entered");
-      if (!have_stats)
-        g_print("  %6s not in gpufanout's statistics (`streams`)\n", "");
-      else if (!stats_ok)
-        g_print("  %6s statistics disagree: lost %" G_GUINT64_FORMAT
-                ", leaky-dropped %" G_GUINT64_FORMAT
-                ", dispatched %" G_GUINT64_FORMAT
-                " (%zu in), delivered %" G_GUINT64_FORMAT " (%zu out)\n",
-                "", lost, leaky, U64(s.stats, "dispatched"), s.in.size(),
-                U64(s.stats, "delivered"), s.out.size());
-    }
-  }
-  g_print("\n");
-  PrintLanes(app.stats);
-  return ok;
 }
 
 // Lanes for `devices` as gpufanbin counts them: one per GPU (auto; one per
@@ -868,7 +572,10 @@ int main(int argc, char **argv) {
   bool ok;
   {
     // Past the run's own deadline: time for a stuck teardown to be seen.
-    Watchdog watchdog(o.timeout_s + 30, &app);
+    std::vector<const streams_check::StreamRecord *> all;
+    for (const auto& s : app.streams)
+      all.push_back(s.get());
+    streams_check::Watchdog watchdog(o.timeout_s + 30, std::move(all));
     ok = Run(app, add, remove);
     gst_element_set_state(app.pipeline, GST_STATE_NULL);
   }
@@ -882,7 +589,14 @@ int main(int argc, char **argv) {
                remove->index);
     ok = false;
   }
-  const bool checks = Report(app);
+  // Every stream added (all of them unless --no-changes) checked, frame for
+  // frame, then a line per lane.
+  std::vector<const streams_check::StreamRecord *> added;
+  for (const auto& s : app.streams)
+    if (s->fan_src)
+      added.push_back(s.get());
+  const bool checks = streams_check::Report(added);
+  PrintLanes(app.stats);
   ok = ok && checks;
 
   for (auto& s : app.streams) {

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gpufanbin's internals, shared by its source files:
- *   gstgpufanbin.cpp            the element: properties, building the lanes,
- *                               states, lane errors
+ *   gstgpufanbin.cpp            the element: properties (its own and its
+ *                               children's), states, lane errors
+ *   gstgpufanbin-lanes.cpp      building and removing the lanes
+ *   gstgpufanbin-branch.cpp     one lane's branch, made for its device
  *   gstgpufanbin-recovery.cpp   a failed lane's branch built again
- *                               (lane-restart-delay) */
+ *                               (lane-restart-delay)
+ * It reaches the fan-out and fan-in through their public interface only
+ * (properties, pads, gpufanout's action signals). */
 #pragma once
 
 #include <gst/gst.h>
@@ -41,19 +45,20 @@ struct _GstGpuFanBin {
 
 namespace fanbin {
 
-/* Marks a lane's branch bin with its lane id + 1. */
+/* The most lanes the bin builds (the `lanes` property's maximum). */
+constexpr guint kMaxLanes = 64;
+
+/* Lanes (gstgpufanbin-lanes.cpp) */
+/* NULL->READY: the lanes' pads, the fan-out to READY (it places the lanes),
+ * one branch per lane; FALSE with an ERROR posted if a step failed. */
+gboolean build_lanes (GstGpuFanBin * self);
+/* READY->NULL (or a failed NULL->READY): every branch out of the bin, the
+ * children's request pads given back. */
+void remove_lanes (GstGpuFanBin * self);
+/* Marks a lane's branch bin with its lane id + 1 (0: not a lane). */
 GQuark lane_id_quark (void);
 /* The GPU the fan-out placed lane @lane_id on, -1 for a CPU lane. */
 gint placed_gpu (GstGpuFanBin * self, guint lane_id);
-/* @branch for a lane on @gpu (-1: CPU): caps at its ends as capsfilters,
- * elements fixed to another GPU swapped for that GPU's factory. */
-bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
-    std::string * error);
-/* A fresh instance of @bound, named and marked as lane @lane_id's, its
- * elements bound to @gpu (-1: a CPU lane; gstgpufanbinding.h), or nullptr
- * with *error set. */
-GstElement * make_lane_branch (GstGpuFanBin * self, const std::string & bound,
-    guint lane_id, gint gpu, std::string * error);
 /* Adds @lane to the bin and links it, downstream first, and with
  * @sync_state in the bin's state before the fan-out links to it; FALSE if
  * a step failed (the lane stays in the bin, removed with the others). */
@@ -63,6 +68,17 @@ gboolean add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
 /* Takes lane @lane_id's branch out of the bin and gives its pads back
  * (READY: no data flows). */
 void remove_lane (GstGpuFanBin * self, guint lane_id);
+
+/* Branches (gstgpufanbin-branch.cpp) */
+/* @branch for a lane on @gpu (-1: CPU): caps at its ends as capsfilters,
+ * elements fixed to another GPU swapped for that GPU's factory. */
+bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
+    std::string * error);
+/* A fresh instance of @bound, named and marked as lane @lane_id's, its
+ * elements bound to @gpu (-1: a CPU lane; gstgpufanbinding.h), or nullptr
+ * with *error set. */
+GstElement * make_lane_branch (GstGpuFanBin * self, const std::string & bound,
+    guint lane_id, gint gpu, std::string * error);
 
 /* Recovery (gstgpufanbin-recovery.cpp) */
 Recovery * recovery_new (void);

@@ -1,48 +1,39 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Recovery: a lane the fan-out took out (gpufan-lane-failed) is built again
- * after lane-restart-delay, doubled for each earlier failure in its place,
- * as a new lane with a fresh instance of the branch; the failed lane stays
- * out (its elements may be stuck in a push) until the bin stops. One
- * thread per bin, between READY->PAUSED and PAUSED->READY, waits for the
- * earliest job's time or a stop. */
+ * after lane-restart-delay, doubled for each earlier failure in its place
+ * (gpufan::RecoveryBackoff decides when), as a new lane with a fresh
+ * instance of the branch; the failed lane stays out (its elements may be
+ * stuck in a push) until the bin stops. One thread per bin, between
+ * READY->PAUSED and PAUSED->READY, waits for the earliest rebuild's time or
+ * a stop. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include "gstgpufanbin-private.h"
 
-#include <algorithm>
 #include <chrono>
-#include <map>
+#include <optional>
 #include <thread>
 
-#include "fanout/gstgpufanout-private.h"
+#include "gpufan/clock.h"
+#include "gpufan/recovery-backoff.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
 
 namespace fanbin {
 
-/* The longest wait before a rebuild, whatever the failures. */
-constexpr guint64 kMaxRestartDelayNs = 60 * GST_SECOND;
-
-struct Job {
-  guint lane = 0; /* the lane that failed */
-  guint slot = 0; /* the first lane of its place */
-  guint failures = 0;
-  guint64 delay_ns = 0;
-  std::chrono::steady_clock::time_point due;
-};
+using Job = gpufan::RecoveryBackoff::Rebuild;
 
 struct Recovery {
   gpufan::Mutex lock;
   gpufan::CondVar cond;
   std::thread thread;
   bool stopping = true;
-  std::vector<Job> jobs;
-  /* this run's places: a rebuilt lane stands in the place of the one it
-   * replaced; how often the lanes of a place failed; the lanes replaced */
-  std::map<guint, guint> slot_of;
-  std::map<guint, guint> failures;
+  /* this run's places, failures and pending rebuilds, in steady-clock ns */
+  gpufan::RecoveryBackoff backoff;
+  const gpufan::SteadyClock clock;
+  /* the lanes replaced this run */
   std::vector<guint> replaced;
 };
 
@@ -76,7 +67,7 @@ restart_delay (GstGpuFanBin * self)
   return delay;
 }
 
-static void schedule (GstGpuFanBin * self, guint lane, guint slot);
+static void schedule (GstGpuFanBin * self, guint lane, guint place);
 
 /* Releases request pad @pad of @element unless it was released already. */
 static void
@@ -112,9 +103,10 @@ rebuild (GstGpuFanBin * self, const Job & job)
   const std::string branch = self->branch ? self->branch : "";
   GST_OBJECT_UNLOCK (self);
   /* on the failed lane's device, even where `devices` lists fewer lanes */
-  GstPad * out = go
-      ? fanout::request_lane_like (GST_GPUFAN_OUT (self->fanout), job.lane)
-      : nullptr;
+  GstPad * out = nullptr;
+  if (go)
+    g_signal_emit_by_name (self->fanout, "request-replacement-pad", job.lane,
+        &out);
   GstPad * in
       = out ? gst_element_request_pad_simple (self->fanin, "sink_%u") : nullptr;
   guint lane_id = 0;
@@ -126,7 +118,7 @@ rebuild (GstGpuFanBin * self, const Job & job)
     g_object_get (out, "lane", &lane_id, nullptr);
     {
       std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
-      self->recovery->slot_of[lane_id] = job.slot;
+      self->recovery->backoff.StandIn (lane_id, job.place);
     }
     gpu = placed_gpu (self, lane_id);
     if (branch_for_gpu (branch, gpu, &bound, &error))
@@ -159,11 +151,8 @@ rebuild (GstGpuFanBin * self, const Job & job)
       r.replaced.push_back (job.lane);
     /* the lane that did not start may have posted its own failure: the
      * retry below stands for it (and counts it) */
-    const auto own = std::remove_if (r.jobs.begin (), r.jobs.end (),
-        [lane_id, requested] (
-            const Job & j) { return requested && j.lane == lane_id; });
-    r.failures[job.slot] -= static_cast<guint> (r.jobs.end () - own);
-    r.jobs.erase (own, r.jobs.end ());
+    if (requested)
+      r.backoff.Forget (lane_id);
   }
   if (!go)
     return;
@@ -173,7 +162,7 @@ rebuild (GstGpuFanBin * self, const Job & job)
         ("Lane %u could not be built again: %s", job.lane, error.c_str ()),
         ("lane-restart-delay: %s", retry ? "tried again later" : "not again"));
     if (retry)
-      schedule (self, job.lane, job.slot);
+      schedule (self, job.lane, job.place);
     return;
   }
   const std::string device
@@ -185,7 +174,8 @@ rebuild (GstGpuFanBin * self, const Job & job)
           gst_structure_new ("gpufan-lane-restored", "lane", G_TYPE_UINT,
               job.lane, "new-lane", G_TYPE_UINT, lane_id, "device",
               G_TYPE_STRING, device.c_str (), "failures", G_TYPE_UINT,
-              job.failures, "delay", G_TYPE_UINT64, job.delay_ns, nullptr)));
+              job.failures, "delay", G_TYPE_UINT64, (guint64)job.delay_ns,
+              nullptr)));
 }
 
 static void
@@ -194,18 +184,17 @@ recovery_loop (GstGpuFanBin * self)
   Recovery & r = *self->recovery;
   std::unique_lock<gpufan::Mutex> lk (r.lock);
   while (!r.stopping) {
-    if (r.jobs.empty ()) {
+    if (!r.backoff.HasPending ()) {
       r.cond.wait (lk);
       continue;
     }
-    auto next = std::min_element (r.jobs.begin (), r.jobs.end (),
-        [] (const Job & a, const Job & b) { return a.due < b.due; });
-    if (std::chrono::steady_clock::now () < next->due) {
-      r.cond.wait_until (lk, next->due);
+    const std::optional<Job> due = r.backoff.TakeDue (r.clock.NowNs ());
+    if (!due) {
+      r.cond.wait_until (lk, gpufan::CondVar::TimePoint (
+              std::chrono::nanoseconds (r.backoff.NextDueNs ())));
       continue;
     }
-    const Job job = *next;
-    r.jobs.erase (next);
+    const Job job = *due;
     lk.unlock ();
     /* lane-restart-delay set to 0 meanwhile: failed lanes stay out */
     if (restart_delay (self) > 0)
@@ -222,9 +211,7 @@ recovery_start (GstGpuFanBin * self)
   if (r.thread.joinable ())
     return;
   r.stopping = false;
-  r.jobs.clear ();
-  r.slot_of.clear ();
-  r.failures.clear ();
+  r.backoff.Reset ();
   r.replaced.clear ();
   r.thread = std::thread (recovery_loop, self);
 }
@@ -235,7 +222,7 @@ recovery_stop (GstGpuFanBin * self)
   Recovery & r = *self->recovery;
   std::lock_guard<gpufan::Mutex> lk (r.lock);
   r.stopping = true;
-  r.jobs.clear ();
+  r.backoff.DropPending ();
   r.cond.notify_all ();
 }
 
@@ -261,19 +248,18 @@ recovery_join (GstGpuFanBin * self)
 void
 recovery_lane_failed (GstGpuFanBin * self, guint lane)
 {
-  guint slot;
+  guint place;
   {
     std::lock_guard<gpufan::Mutex> lk (self->recovery->lock);
-    auto it = self->recovery->slot_of.find (lane);
-    slot = it != self->recovery->slot_of.end () ? it->second : lane;
+    place = self->recovery->backoff.PlaceOf (lane);
   }
-  schedule (self, lane, slot);
+  schedule (self, lane, place);
 }
 
-/* Rebuilds failed lane @lane, of place @slot, after the delay due to the
- * place's failures so far (this one included). */
+/* Rebuilds failed lane @lane, of @place, after the delay due to the place's
+ * failures so far (this one included). */
 static void
-schedule (GstGpuFanBin * self, guint lane, guint slot)
+schedule (GstGpuFanBin * self, guint lane, guint place)
 {
   const guint64 base = restart_delay (self);
   if (base == 0)
@@ -282,20 +268,11 @@ schedule (GstGpuFanBin * self, guint lane, guint slot)
   std::lock_guard<gpufan::Mutex> lk (r.lock);
   if (r.stopping)
     return;
-  Job job;
-  job.lane = lane;
-  job.slot = slot;
-  job.failures = ++r.failures[job.slot];
-  job.delay_ns = base;
-  for (guint i = 1; i < job.failures && job.delay_ns < kMaxRestartDelayNs; i++)
-    job.delay_ns *= 2;
-  job.delay_ns = std::min (job.delay_ns, std::max (base, kMaxRestartDelayNs));
-  job.due = std::chrono::steady_clock::now ()
-      + std::chrono::nanoseconds (job.delay_ns);
+  const Job & job = r.backoff.Schedule (lane, place, (gint64)base,
+      r.clock.NowNs ());
   GST_INFO_OBJECT (self,
       "lane %u failed (%u in its place): rebuilt in %" GST_TIME_FORMAT, lane,
-      job.failures, GST_TIME_ARGS (job.delay_ns));
-  r.jobs.push_back (job);
+      job.failures, GST_TIME_ARGS ((guint64)job.delay_ns));
   r.cond.notify_all ();
 }
 

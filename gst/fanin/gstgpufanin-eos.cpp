@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/gstgpufanstats.h"
+
 bool
 gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv)
 {

@@ -35,6 +35,7 @@
 #include "gpufan/mutex.h"
 #include "gpufan/session.h"
 #include "common/gstgpufangpumove.h"
+#include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
 #include "gstgpufanin-handler.h"
 #include "gstgpufanin-output.h"

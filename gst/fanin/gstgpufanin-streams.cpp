@@ -19,6 +19,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/gstgpufanstats.h"
+
 static gpufanin::StreamOutputPtr
 find_output (GstGpuFanIn * self, guint32 stream)
 {

@@ -60,6 +60,7 @@
 #endif
 
 #include "gstgpufanin-private.h"
+#include "common/gstgpufanstats.h"
 
 GST_DEBUG_CATEGORY (gst_gpufan_in_debug);
 

@@ -26,7 +26,7 @@
 #include "config.h"
 #endif
 
-#include "gstgpufanout-private.h"
+#include "gstgpufanout-dispatcher.h"
 
 #include <gst/video/video.h>
 
@@ -45,8 +45,7 @@ flow_is_fatal_result (GstFlowReturn ret)
 bool
 fanout::chunk_mode_on (GstGpuFanOut * self)
 {
-  return self->priv->chunk_mode.load (std::memory_order_relaxed)
-      != GST_GPUFAN_CHUNK_FRAME;
+  return self->priv->streaming.chunk_mode != GST_GPUFAN_CHUNK_FRAME;
 }
 
 void
@@ -108,10 +107,10 @@ chunk_ends_before (GstGpuFanOut * self, GstMiniObject * obj)
 {
   auto & chunk = self->priv->chunk;
   const guint frames = chunk.frames;
-  const guint wanted = self->priv->chunk_frames.load ();
+  const guint wanted = self->priv->streaming.chunk_frames;
   if (frames < wanted)
     return false;
-  if (self->priv->chunk_mode.load () == GST_GPUFAN_CHUNK_FRAMES)
+  if (self->priv->streaming.chunk_mode == GST_GPUFAN_CHUNK_FRAMES)
     return true;
   /* keyframes: only where the next one can be decoded on its own */
   if (is_keyframe (self, obj))
@@ -142,7 +141,7 @@ static size_t
 chunk_queue_limit (GstGpuFanOut * self)
 {
   return std::max<size_t> (self->priv->session->lane_queue_size (),
-      2 * (size_t)self->priv->chunk_frames.load ());
+      2 * (size_t)self->priv->streaming.chunk_frames);
 }
 
 enum class Queued {
@@ -222,12 +221,36 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
   return Queued::kOk;
 }
 
-GstFlowReturn
-fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
+namespace {
+
+/* Chunk mode's dispatcher: the open chunk is the element's (priv->chunk),
+ * since the stall listener and the lanes' workers see it too. */
+class ChunkDispatcher final : public Dispatcher {
+public:
+  using Dispatcher::Dispatcher;
+  /* @obj into the open chunk, opening one where a chunk ends */
+  GstFlowReturn Chain (GstMiniObject * obj, bool is_buffer, gint64 pts,
+      gint64 max_wait_ns) override;
+  void Cut () override { chunk_close (self_); }
+  void Forget () override { chunk_forget (self_); }
+};
+
+} // namespace
+
+std::unique_ptr<Dispatcher>
+fanout::make_chunk_dispatcher (GstGpuFanOut * self)
 {
+  return std::make_unique<ChunkDispatcher> (self);
+}
+
+GstFlowReturn
+ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
+{
+  GstGpuFanOut * self = self_;
   GstGpuFanOutPrivate * priv = self->priv;
   auto & chunk = priv->chunk;
-  const bool keyframes = priv->chunk_mode.load () == GST_GPUFAN_CHUNK_KEYFRAMES;
+  const bool keyframes
+      = priv->streaming.chunk_mode == GST_GPUFAN_CHUNK_KEYFRAMES;
 
   if (chunk.lane && chunk_ends_before (self, obj))
     chunk_close (self);
@@ -243,19 +266,12 @@ fanout::chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj)
     bool first = false;
     gpufan::Dispatch d;
     if (!chunk.lane) {
-      GstClockTime ts = GST_CLOCK_TIME_NONE;
-      if (GST_IS_BUFFER (obj))
-        ts = GST_BUFFER_PTS (GST_BUFFER_CAST (obj));
-      else
-        gst_event_parse_gap (GST_EVENT_CAST (obj), &ts, nullptr);
       LanePtr lane;
-      GstFlowReturn ret = prepare_dispatch (self);
+      GstFlowReturn ret = PrepareDispatch ();
       /* no origin GPU: a chunk's copies are many frames' (the learned
        * transfer is one frame's) */
       if (ret == GST_FLOW_OK)
-        ret = dispatch_to_lane (self,
-            GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime, &d,
-            &lane);
+        ret = RequestLane (pts, &d, &lane);
       if (ret != GST_FLOW_OK) {
         gst_mini_object_unref (obj);
         return ret;
@@ -422,7 +438,7 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
   auto & chunk = lane->chunk;
   chunk.started = false;
   session.SetItemUnits (lane->id, end.seq, end.chunk_frames,
-      self->priv->chunk_frames.load ());
+      self->priv->streaming.chunk_frames);
   const bool claimed = session.IsLaneClaimed (lane->id);
   bool refused = false;
   if (claimed && !chunk.failed) {

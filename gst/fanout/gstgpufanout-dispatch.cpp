@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The sink pad: each buffer (or GAP) gets a lane from the Session and goes
- * into that lane's queue; serialized events go into every lane's queue;
- * queries that must not overtake the lanes wait for them. */
+/* The sink pad: each buffer (or GAP) goes to the lanes the way the mode's
+ * dispatcher (gstgpufanout-dispatcher.h) sends it, frame dispatch's here:
+ * the Session gives it a lane and it goes into that lane's queue.
+ * Serialized events go into every lane's queue; queries that must not
+ * overtake the lanes wait for them. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
-#include "gstgpufanout-private.h"
+#include "gstgpufanout-dispatcher.h"
 
 #include "common/gstgpufancudacontext.h"
 
@@ -33,26 +35,21 @@ fanout::prepare_dispatch (GstGpuFanOut * self)
 }
 
 GstFlowReturn
-fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
-    LanePtr * lane, gint origin_gpu, guint32 stream, gint64 max_wait_ns)
+Dispatcher::RequestLane (gint64 pts, gpufan::Dispatch * d, LanePtr * lane,
+    gint origin_gpu, gint64 max_wait_ns)
 {
+  GstGpuFanOut * self = self_;
   GstGpuFanOutPrivate * priv = self->priv;
   GstFlowReturn ret;
 
   for (;;) {
-    *d = priv->session->DispatchItem (pts, origin_gpu, stream, max_wait_ns);
+    *d = priv->session->DispatchItem (pts, origin_gpu, Stream (), max_wait_ns);
     if (d->status == gpufan::DispatchStatus::kFlushing)
       return GST_FLOW_FLUSHING;
     if (d->status == gpufan::DispatchStatus::kTimedOut)
       return GST_FLOW_CUSTOM_SUCCESS;
     if (d->status == gpufan::DispatchStatus::kNoLanes) {
-      {
-        std::unique_lock<gpufan::Mutex> lk (priv->streams_lock,
-            std::defer_lock);
-        if (stream != gpufan::kMainStream)
-          lk.lock ();
-        ret = combine_lane_results (self);
-      }
+      ret = CombineLaneResults ();
       if (ret != GST_FLOW_OK)
         return ret;
       std::string why = priv->session->WhyNoLane ();
@@ -66,13 +63,8 @@ fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
       return any_lane_inactive (self) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_LINKED;
     }
 
-    if (d->lanes_joining) {
-      /* the streaming thread's state, shared by several streams' threads */
-      std::unique_lock<gpufan::Mutex> lk (priv->streams_lock, std::defer_lock);
-      if (stream != gpufan::kMainStream)
-        lk.lock ();
-      reprobe_joining_lanes (self);
-    }
+    if (d->lanes_joining)
+      ReprobeJoiningLanes ();
     *lane = find_lane (self, d->lane);
     if (*lane)
       return GST_FLOW_OK;
@@ -81,20 +73,13 @@ fanout::dispatch_to_lane (GstGpuFanOut * self, gint64 pts, gpufan::Dispatch * d,
 }
 
 GstFlowReturn
-fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
-    gint64 pts, guint32 stream, gint64 max_wait_ns)
+FrameDispatcher::Chain (GstMiniObject * obj, bool is_buffer, gint64 pts,
+    gint64 max_wait_ns)
 {
+  GstGpuFanOut * self = self_;
   GstGpuFanOutPrivate * priv = self->priv;
 
-  GstFlowReturn ret;
-  if (stream == gpufan::kMainStream) {
-    ret = prepare_dispatch (self);
-  } else {
-    /* the streaming thread's state (combined result, probes), shared by
-     * several streams' threads */
-    std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
-    ret = prepare_dispatch (self);
-  }
+  GstFlowReturn ret = PrepareDispatch ();
   if (ret != GST_FLOW_OK) {
     gst_mini_object_unref (obj);
     return ret;
@@ -103,8 +88,7 @@ fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
   for (;;) {
     gpufan::Dispatch d;
     LanePtr lane;
-    ret = dispatch_to_lane (self, pts, &d, &lane, origin_gpu, stream,
-        max_wait_ns);
+    ret = RequestLane (pts, &d, &lane, origin_gpu, max_wait_ns);
     if (ret != GST_FLOW_OK) {
       gst_mini_object_unref (obj);
       return ret;
@@ -116,20 +100,9 @@ fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
         is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
     item.awaited = d.awaited;
     item.caps_epoch = priv->caps_epoch.load ();
-    if (d.awaited && replay_on (self))
-      replay_keep (self, d.seq, obj, item.kind, item.caps_epoch, pts);
-    else if (d.awaited && priv->replay_orphans_possible.load ())
-      replay_not_kept (self, d.seq);
-    /* (both leave @item as it was when they refuse it) */
-    gboolean queued;
-    if (stream == gpufan::kMainStream)
-      queued = lane_enqueue (lane, std::move (item));
-    else
-      queued = lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
-    if (!queued) {
-      /* its lane failed meanwhile and handed it over: it goes again */
-      if (d.awaited && replay_on (self)
-          && priv->session->IsLaneFailed (d.lane)) {
+    replay_note_dispatched (self, d, item, pts);
+    if (!Enqueue (lane, std::move (item), d)) {
+      if (replay_took_over (self, d)) {
         gst_mini_object_unref (item.Steal ());
         return GST_FLOW_OK;
       }
@@ -150,24 +123,33 @@ fanout::dispatch_item (GstGpuFanOut * self, GstMiniObject * obj, bool is_buffer,
   }
 }
 
+std::unique_ptr<Dispatcher>
+fanout::make_frame_dispatcher (GstGpuFanOut * self)
+{
+  return std::make_unique<FrameDispatcher> (self);
+}
+
+gint64
+fanout::item_pts (GstMiniObject * obj)
+{
+  GstClockTime ts = GST_CLOCK_TIME_NONE;
+  if (GST_IS_BUFFER (obj))
+    ts = GST_BUFFER_PTS (GST_BUFFER_CAST (obj));
+  else
+    gst_event_parse_gap (GST_EVENT_CAST (obj), &ts, nullptr);
+  return GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
+}
+
 static GstFlowReturn
 gst_gpufan_out_chain (GstPad *, GstObject * parent, GstBuffer * buffer)
 {
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
-  if (G_UNLIKELY (!self->priv->main_input_used.load (std::memory_order_relaxed))
-      && !main_input_allowed (self)) {
+  if (!main_input_allowed (self)) {
     gst_buffer_unref (buffer);
     return GST_FLOW_ERROR;
   }
-  if (chunk_mode_on (self))
-    return chunk_dispatch (self, GST_MINI_OBJECT_CAST (buffer));
-  /* chunk mode was turned off while playing: its last chunk drains */
-  if (G_UNLIKELY (self->priv->chunk.lane))
-    chunk_close (self);
-  gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
-      ? (gint64)GST_BUFFER_PTS (buffer)
-      : gpufan::kNoTime;
-  return dispatch_item (self, GST_MINI_OBJECT_CAST (buffer), true, pts);
+  GstMiniObject * obj = GST_MINI_OBJECT_CAST (buffer);
+  return self->priv->dispatcher->Chain (obj, true, item_pts (obj));
 }
 
 static GstFlowReturn
@@ -266,7 +248,7 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     }
     case GST_EVENT_FLUSH_STOP: {
       /* serialized: no buffer flows now */
-      chunk_forget (self);
+      priv->dispatcher->Forget ();
       priv->session->Reset ();
       replay_forget (self);
       std::vector<LanePtr> lanes = snapshot_lanes (self);
@@ -287,18 +269,13 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     }
     case GST_EVENT_GAP: {
       /* a GAP stands for data: it is scheduled on one lane like a buffer */
-      GstClockTime ts;
-      if (chunk_mode_on (self))
-        return chunk_dispatch (self, GST_MINI_OBJECT_CAST (event))
-            == GST_FLOW_OK;
-      gst_event_parse_gap (event, &ts, nullptr);
-      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
-      return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts)
+      GstMiniObject * obj = GST_MINI_OBJECT_CAST (event);
+      return priv->dispatcher->Chain (obj, false, item_pts (obj))
           == GST_FLOW_OK;
     }
     case GST_EVENT_CAPS: {
       /* a chunk is one stream for its branch: new caps end it */
-      chunk_close (self);
+      priv->dispatcher->Cut ();
       priv->caps_epoch++;
       GstCaps * caps;
       gst_event_parse_caps (event, &caps);
@@ -310,12 +287,12 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         request_probe (self, lane);
       break;
     case GST_EVENT_SEGMENT:
-      chunk_close (self);
+      priv->dispatcher->Cut ();
       priv->segment_epoch++;
       break;
     case GST_EVENT_EOS:
       /* its lane drains the last chunk before the EOS */
-      chunk_close (self);
+      priv->dispatcher->Cut ();
       /* the fan-in need not wait forever for a lane's own EOS (a branch
        * may swallow it) once every item is accounted for */
       priv->session->EndInput ();

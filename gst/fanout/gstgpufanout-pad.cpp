@@ -254,18 +254,7 @@ gst_gpufan_out_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
     gst_event_unref (event);
     return TRUE;
   }
-  if (stream == 0)
-    return gst_pad_event_default (pad, parent, event);
-  gchar * name = g_strdup_printf ("sink_%u", stream - 1);
-  GstPad * sink = gst_element_get_static_pad (GST_ELEMENT (self), name);
-  g_free (name);
-  if (!sink) {
-    gst_event_unref (event);
-    return FALSE; /* the stream's pad went away */
-  }
-  const gboolean res = gst_pad_push_event (sink, event);
-  gst_object_unref (sink);
-  return res;
+  return forward_upstream_event (self, pad, event, stream);
 }
 
 void

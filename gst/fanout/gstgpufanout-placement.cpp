@@ -38,8 +38,8 @@ compute_placement (GstGpuFanOut * self, guint id, gint pad_gpu)
   gpufan::PlacementHints hints;
   {
     std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
-    spec = self->priv->device_spec;
-    hints = self->priv->hints;
+    spec = self->priv->settings.device_spec;
+    hints = self->priv->settings.hints;
   }
   return gpufan::PlaceLane (spec, hints,
       gst_gpufan_device_registry ().devices (), id, pad_gpu,
@@ -118,8 +118,8 @@ fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
   GstGpuFanStaging staging;
   {
     std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
-    host_pool_mib = self->priv->host_pool_mib;
-    staging = self->priv->staging;
+    host_pool_mib = self->priv->settings.host_pool_mib;
+    staging = self->priv->settings.staging;
   }
   std::lock_guard<gpufan::Mutex> lk (self->priv->lanes_lock);
   if (!lane->placed) /* a concurrent placement won */
@@ -181,8 +181,8 @@ fanout::place_all_lanes (GstGpuFanOut * self)
   std::string settings_error;
   {
     std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
-    if (!self->priv->settings_errors.empty ())
-      settings_error = self->priv->settings_errors.begin ()->second;
+    if (!self->priv->settings.settings_errors.empty ())
+      settings_error = self->priv->settings.settings_errors.begin ()->second;
   }
   if (!settings_error.empty ()) {
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
@@ -211,7 +211,7 @@ fanout::place_all_lanes (GstGpuFanOut * self)
   bool auto_mode;
   {
     std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
-    auto_mode = self->priv->device_spec.mode == gpufan::DeviceSpec::Mode::kAuto;
+    auto_mode = self->priv->settings.device_spec.mode == gpufan::DeviceSpec::Mode::kAuto;
   }
   /* once per start (placement runs at NULL->READY and READY->PAUSED) */
   if (auto_mode && cpu_by_default && !self->priv->no_gpu_warned.exchange (true))
@@ -452,44 +452,44 @@ fanout::set_device_setting (GstGpuFanOut * self, guint prop_id,
   switch (prop_id) {
     case PROP_DEVICES: {
       const gchar * text = g_value_get_string (value);
-      priv->devices_text = text ? text : DEFAULT_DEVICES;
+      priv->settings.devices_text = text ? text : DEFAULT_DEVICES;
       gpufan::DeviceSpec spec;
-      if (gpufan::DeviceSpec::Parse (priv->devices_text, &spec, &error))
-        priv->device_spec = spec;
+      if (gpufan::DeviceSpec::Parse (priv->settings.devices_text, &spec, &error))
+        priv->settings.device_spec = spec;
       else
         error = "Invalid devices " + error;
       break;
     }
     case PROP_MIN_FREE_MEMORY:
-      priv->hints.min_free_memory = g_value_get_uint64 (value) * 1024 * 1024;
+      priv->settings.hints.min_free_memory = g_value_get_uint64 (value) * 1024 * 1024;
       break;
     case PROP_MIN_COMPUTE_CAPABILITY: {
       const gchar * text = g_value_get_string (value);
-      priv->min_compute_capability = text ? text : "";
+      priv->settings.min_compute_capability = text ? text : "";
       gint major = 0, minor = 0;
-      if (priv->min_compute_capability.empty ()
+      if (priv->settings.min_compute_capability.empty ()
           || gst_gpufan_parse_compute_capability (text, &major, &minor)) {
-        priv->hints.min_cc_major = major;
-        priv->hints.min_cc_minor = minor;
+        priv->settings.hints.min_cc_major = major;
+        priv->settings.hints.min_cc_minor = minor;
       } else {
         error = "Invalid min-compute-capability '"
-            + priv->min_compute_capability
+            + priv->settings.min_compute_capability
             + "': expected MAJOR.MINOR, "
               "e.g. 8.6";
       }
       break;
     }
     case PROP_REQUIRE_CODECS:
-      priv->require_codecs = g_value_get_flags (value);
-      priv->hints.need_nvenc = priv->require_codecs & GST_GPUFAN_CODEC_NVENC;
-      priv->hints.need_nvdec = priv->require_codecs & GST_GPUFAN_CODEC_NVDEC;
+      priv->settings.require_codecs = g_value_get_flags (value);
+      priv->settings.hints.need_nvenc = priv->settings.require_codecs & GST_GPUFAN_CODEC_NVENC;
+      priv->settings.hints.need_nvdec = priv->settings.require_codecs & GST_GPUFAN_CODEC_NVDEC;
       break;
   }
   /* a good value clears its own property's error, not another's */
   if (error.empty ()) {
-    priv->settings_errors.erase (prop_id);
+    priv->settings.settings_errors.erase (prop_id);
   } else {
-    priv->settings_errors[prop_id] = error;
+    priv->settings.settings_errors[prop_id] = error;
     GST_WARNING_OBJECT (self, "%s", error.c_str ());
   }
 }
@@ -510,7 +510,7 @@ fanout::request_lane_like (GstGpuFanOut * self, guint like)
     gpufan::PlacementHints hints;
     {
       std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
-      hints = self->priv->hints;
+      hints = self->priv->settings.hints;
     }
     gpufan::Placement other = gpufan::PlaceLane (gpufan::DeviceSpec (), hints,
         gst_gpufan_device_registry ().devices (), like, -1,

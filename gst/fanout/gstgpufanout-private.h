@@ -2,6 +2,11 @@
 /* gpufanout's internals, shared by its source files:
  *   gstgpufanout.cpp             the element: request pads, states, properties
  *   gstgpufanout-dispatch.cpp    the sink pad: each buffer to a lane's queue
+ *   gstgpufanout-dispatcher.h    the chain's strategy per mode (frame, chunk,
+ *                                streams)
+ *   gstgpufanout-settings.h      property ids, defaults, enums, Settings
+ *   gstgpufanout-properties.cpp  the properties; the settings snapshot
+ *   gstgpufanout-sinkpad.cpp     the sink_%u pad class
  *   gstgpufanout-lane.cpp        a lane's queue, worker thread, flush and EOS
  *   gstgpufanout-pad.cpp         the src pad class and its pad functions
  *   gstgpufanout-pairing.cpp     the probe that lets a gpufanin claim lanes
@@ -34,16 +39,18 @@
 #include "gpufan/session.h"
 #include "gpufan/staging.h"
 #include "common/gstgpufangpumove.h"
+#include "gstgpufanout-settings.h"
 #include "gstgpufanout.h"
 #include "gstgpufantaskpool.h"
 #include "common/gstgpufanhostmemory.h"
+#include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
 
 /* *INDENT-OFF* */
 /* Locks, outermost first (a thread holding one may take only those below):
- *   1. priv->settings_lock   device settings (properties)
+ *   1. priv->settings_lock   property values (priv->settings)
  *   2. priv->lanes_lock      the lane map and each lane's placement
  *   3. priv->chunk_move_lock chunk mode: moving chunks off a stalled lane
  *   4. Lane::lock            a lane's queue, state and condition variable;
@@ -62,72 +69,6 @@ GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_out_debug);
  * chain function waits on a Lane::cond for room (chunk_enqueue), asking the
  * Session (a leaf lock) with that lane's lock held. */
 /* *INDENT-ON* */
-
-#define DEFAULT_POLICY ((gint)gpufan::Policy::kAdaptive)
-#define DEFAULT_QUEUE_SIZE 4
-#define DEFAULT_MAX_IN_FLIGHT 0
-#define DEFAULT_STATS_INTERVAL 0
-#define DEFAULT_WEIGHT 1.0
-#define DEFAULT_DEVICES "auto"
-#define DEFAULT_MIN_FREE_MEMORY 0
-#define DEFAULT_MIN_COMPUTE_CAPABILITY ""
-#define DEFAULT_REQUIRE_CODECS 0
-#define DEFAULT_PAD_DEVICE -1
-#define DEFAULT_HOST_POOL_SIZE GST_GPUFAN_DEFAULT_HOST_POOL_MIB
-#define DEFAULT_STAGING GST_GPUFAN_STAGING_AUTO
-#define DEFAULT_CHUNK GST_GPUFAN_CHUNK_FRAME
-#define DEFAULT_CHUNK_FRAMES 30
-#define DEFAULT_ON_LANE_ERROR GST_GPUFAN_LANE_ERROR_FAIL
-#define DEFAULT_ON_STALL GST_GPUFAN_STALL_SKIP
-/* A lane's worker-thread field until it is placed on a device whose CPUs
- * are known (then its task pool's binding) */
-#define DEFAULT_WORKER_THREAD "default task pool (device CPUs unknown)"
-
-/* GstGpuFanPolicy's values are gpufan::Policy's (gpufan::Policies()). */
-
-/* GstGpuFanStaging's values are gpufan::StagingMode's. */
-typedef enum {
-  GST_GPUFAN_STAGING_AUTO = (gint)gpufan::StagingMode::kAuto,
-  GST_GPUFAN_STAGING_ALWAYS = (gint)gpufan::StagingMode::kAlways,
-  GST_GPUFAN_STAGING_NEVER = (gint)gpufan::StagingMode::kNever,
-} GstGpuFanStaging;
-
-#define GST_TYPE_GPUFAN_STAGING (gst_gpufan_staging_get_type ())
-GType gst_gpufan_staging_get_type (void);
-
-/* What goes to one lane at a time (the chunk property). */
-typedef enum {
-  GST_GPUFAN_CHUNK_FRAME,     /* each buffer on its own (stateless branches) */
-  GST_GPUFAN_CHUNK_FRAMES,    /* runs of chunk-frames buffers */
-  GST_GPUFAN_CHUNK_KEYFRAMES, /* runs cut at keyframes, >= chunk-frames */
-} GstGpuFanChunkMode;
-
-#define GST_TYPE_GPUFAN_CHUNK_MODE (gst_gpufan_chunk_mode_get_type ())
-GType gst_gpufan_chunk_mode_get_type (void);
-
-/* What a branch's error does (the on-lane-error property). */
-typedef enum {
-  GST_GPUFAN_LANE_ERROR_FAIL,      /* the stream fails, as a branch's error */
-  GST_GPUFAN_LANE_ERROR_DROP_LANE, /* the lane leaves; its frames are lost */
-  GST_GPUFAN_LANE_ERROR_REPLAY, /* the lane leaves; its frames go to others */
-} GstGpuFanLaneError;
-
-#define GST_TYPE_GPUFAN_LANE_ERROR (gst_gpufan_lane_error_get_type ())
-GType gst_gpufan_lane_error_get_type (void);
-
-/* What a stall does (the on-stall property). */
-typedef enum {
-  GST_GPUFAN_STALL_SKIP,   /* the stalled frame is given up */
-  GST_GPUFAN_STALL_REPLAY, /* the lane fails; its frames go to others */
-} GstGpuFanStallAction;
-
-#define GST_TYPE_GPUFAN_STALL_ACTION (gst_gpufan_stall_action_get_type ())
-GType gst_gpufan_stall_action_get_type (void);
-
-namespace fanout {
-gpufan::Policy policy_from_enum (gint value);
-gint policy_to_enum (gpufan::Policy policy);
-} // namespace fanout
 
 namespace fanout {
 enum class ItemKind {
@@ -227,6 +168,8 @@ struct QueuedItem {
     return o;
   }
 };
+
+class Dispatcher;
 
 struct Lane {
   Lane (GstGpuFanOut * e, GstPad * p, guint i)
@@ -408,27 +351,21 @@ struct GstGpuFanOutPrivate {
       gpufan::SessionConfig{ fanout::policy_from_enum (DEFAULT_POLICY),
           DEFAULT_QUEUE_SIZE, DEFAULT_MAX_IN_FLIGHT });
 
-  std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
-
-  /* Device settings (properties), under settings_lock. */
+  /* Property values (gstgpufanout-settings.h), under settings_lock; the
+   * streaming side's copy of them, taken at READY->PAUSED. */
   gpufan::Mutex settings_lock;
-  std::string devices_text = DEFAULT_DEVICES;
-  /* property values that did not parse, by property: reported at
-   * NULL->READY */
-  std::map<guint, std::string> settings_errors;
-  gpufan::DeviceSpec device_spec;
-  gpufan::PlacementHints hints;
-  std::string min_compute_capability = DEFAULT_MIN_COMPUTE_CAPABILITY;
-  guint require_codecs = DEFAULT_REQUIRE_CODECS;
-  guint host_pool_mib = DEFAULT_HOST_POOL_SIZE;
-  GstGpuFanStaging staging = DEFAULT_STAGING;
-  /* the trace-file property ("": none; GPUFAN_TRACE then) */
-  std::string trace_file;
-  /* chunk mode; set in NULL or READY only (GST_PARAM_MUTABLE_READY) */
-  std::atomic<gint> chunk_mode{ DEFAULT_CHUNK };
+  fanout::Settings settings;
+  fanout::StreamingSettings streaming;
+  /* Settings documented as changeable while PLAYING and read where they
+   * act (each buffer, a lane's failure or stall): atomics, so that a change
+   * counts from the next buffer or failure without a lock there. */
+  std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
   std::atomic<gint> on_lane_error{ DEFAULT_ON_LANE_ERROR };
   std::atomic<gint> on_stall{ DEFAULT_ON_STALL };
-  std::atomic<guint> chunk_frames{ DEFAULT_CHUNK_FRAMES };
+  /* The single sink pad's way to the lanes (gstgpufanout-dispatcher.h):
+   * chosen from `streaming` at READY->PAUSED, when no buffer flows;
+   * streaming thread only. */
+  std::unique_ptr<fanout::Dispatcher> dispatcher;
   /* the stream's caps are in system memory (no caps features but
    * memory:SystemMemory): only then is staging or a host pool of use */
   std::atomic<bool> host_memory_caps{ true };
@@ -542,6 +479,8 @@ struct _GstGpuFanOutSinkPad {
   GstPad parent;
   GstGpuFanOut * fanout; /* not reffed: the element outlives its pads */
   guint index;           /* sink_<index> */
+  /* its frames' way to the lanes (owned; set when the element makes it) */
+  fanout::Dispatcher * dispatcher;
   /* under the object lock */
   gdouble weight;
   guint max_in_flight;
@@ -558,26 +497,6 @@ struct _GstGpuFanOutPad {
    * GStreamer's default pool). Under the object lock: read when the task is
    * created, with the lane lock held. */
   GstGpuFanTaskPool * task_pool;
-};
-
-enum {
-  PROP_0,
-  PROP_POLICY,
-  PROP_QUEUE_SIZE,
-  PROP_MAX_IN_FLIGHT,
-  PROP_STATS,
-  PROP_STATS_INTERVAL,
-  PROP_DEVICES,
-  PROP_MIN_FREE_MEMORY,
-  PROP_MIN_COMPUTE_CAPABILITY,
-  PROP_REQUIRE_CODECS,
-  PROP_HOST_POOL_SIZE,
-  PROP_STAGING,
-  PROP_CHUNK,
-  PROP_CHUNK_FRAMES,
-  PROP_ON_LANE_ERROR,
-  PROP_ON_STALL,
-  PROP_TRACE_FILE,
 };
 
 enum {
@@ -654,6 +573,12 @@ bool replay_on (GstGpuFanOut * self);
 void replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
     ItemKind kind, guint32 caps_epoch, gint64 pts);
 void replay_not_kept (GstGpuFanOut * self, guint64 seq);
+/* Frame dispatch's hooks: the Session dispatched @item (@d), about to be
+ * queued, kept or not as above; whether the lane refused it because it
+ * failed and replay handed the item over (it goes again without us). */
+void replay_note_dispatched (GstGpuFanOut * self, const gpufan::Dispatch & d,
+    const QueuedItem & item, gint64 pts);
+bool replay_took_over (GstGpuFanOut * self, const gpufan::Dispatch & d);
 /* Items up to @released_through left gpufanin: their references go (the
  * Session's release listener). */
 void replay_release (GstGpuFanOut * self, guint64 released_through);
@@ -680,9 +605,6 @@ bool chunk_mode_on (GstGpuFanOut * self);
  * caps at buffers without DELTA_UNIT. */
 CutRule cut_rule_from_caps (GstCaps * caps);
 bool is_clean_cut (const CutRule & rule, GstBuffer * buffer);
-/* The chain function's part: @buffer (or a GAP event) into the open chunk,
- * opening one where a chunk ends. */
-GstFlowReturn chunk_dispatch (GstGpuFanOut * self, GstMiniObject * obj);
 /* Ends the open chunk (a caps or segment change, EOS): its lane drains. */
 void chunk_close (GstGpuFanOut * self);
 /* Forgets the open chunk (a flush dropped it). */
@@ -721,12 +643,8 @@ GstFlowReturn prepare_dispatch (GstGpuFanOut * self);
 /* The GPU whose memory @obj's frame is in (for adaptive's choice); -1 for
  * an event, a frame in host memory, or caps in system memory. */
 gint origin_gpu_of (GstGpuFanOut * self, GstMiniObject * obj);
-/* Asks the Session for a lane (waiting for room): GST_FLOW_OK with *d and
- * *lane, or why not (an element error is posted where one is due).
- * @origin_gpu: the GPU whose memory the item is in (-1: host memory). */
-GstFlowReturn dispatch_to_lane (GstGpuFanOut * self, gint64 pts,
-    gpufan::Dispatch * d, LanePtr * lane, gint origin_gpu = -1,
-    guint32 stream = 0, gint64 max_wait_ns = -1);
+/* A buffer's PTS, a GAP event's timestamp (gpufan::kNoTime: none). */
+gint64 item_pts (GstMiniObject * obj);
 /* Sets the sink pad functions. */
 void install_sink_pad_functions (GstPad * pad);
 /* The sink pad's query function (sink_%u pads use it too). */
@@ -778,24 +696,31 @@ gboolean caps_in_host_memory (GstCaps * caps);
 gboolean aggregate_allocation (GstGpuFanOut * self, GstQuery * query);
 
 /* Several input streams (gstgpufanout-streams.cpp) */
+/* The Session's id of sink_%u pad @pad's stream (gstgpufanout-sinkpad.cpp) */
+guint32 stream_of (GstGpuFanOutSinkPad * pad);
 GstPad * stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     const gchar * name);
 void stream_release_pad (GstGpuFanOut * self, GstPad * pad);
+/* An upstream event from lane pad @src's branch, once: to sink_k's
+ * upstream when gpufanin's src_k sent it (@stream k + 1), else to the
+ * single sink pad's. Takes @event. */
+gboolean forward_upstream_event (GstGpuFanOut * self, GstPad * src,
+    GstEvent * event, guint stream);
 /* PAUSED->READY: every stream starts again. */
 void streams_reset (GstGpuFanOut * self);
 /* Data on the single sink pad: FALSE (an error posted) when sink_%u pads
- * carry streams. */
+ * carry streams (one relaxed load once allowed). */
 gboolean main_input_allowed (GstGpuFanOut * self);
-/* The dispatch of one scheduled item (buffer or GAP) of @stream
- * (gpufan::kMainStream: the single sink pad's); @max_wait_ns >= 0: a
- * leaky stream's bound on the wait (then GST_FLOW_CUSTOM_SUCCESS: dropped).
- * Takes @obj (gstgpufanout-dispatch.cpp). */
-GstFlowReturn dispatch_item (GstGpuFanOut * self, GstMiniObject * obj,
-    bool is_buffer, gint64 pts, guint32 stream = 0, gint64 max_wait_ns = -1);
 /* Serialized event @event into every lane, at its place among the items
  * (gstgpufanout-dispatch.cpp). Takes @event. */
 void enqueue_event_on_all_lanes_positioned (GstGpuFanOut * self,
     GstEvent * event);
+
+/* Properties (gstgpufanout-properties.cpp) */
+void install_properties (GObjectClass * gobject_class);
+/* READY->PAUSED: the streaming side's copy of the settings, and the sink
+ * pad's dispatcher for the mode they set. */
+void take_settings_snapshot (GstGpuFanOut * self);
 
 /* Statistics (gstgpufanout-stats.cpp) */
 void maybe_post_interval_stats (GstGpuFanOut * self);

@@ -26,6 +26,25 @@ fanout::replay_on (GstGpuFanOut * self)
       && !chunk_mode_on (self) && !self->priv->stream_inputs_used.load ();
 }
 
+void
+fanout::replay_note_dispatched (GstGpuFanOut * self,
+    const gpufan::Dispatch & d, const QueuedItem & item, gint64 pts)
+{
+  if (!d.awaited)
+    return;
+  if (replay_on (self))
+    replay_keep (self, d.seq, item.obj, item.kind, item.caps_epoch, pts);
+  else if (self->priv->replay_orphans_possible.load ())
+    replay_not_kept (self, d.seq);
+}
+
+bool
+fanout::replay_took_over (GstGpuFanOut * self, const gpufan::Dispatch & d)
+{
+  return d.awaited && replay_on (self)
+      && self->priv->session->IsLaneFailed (d.lane);
+}
+
 /* Sends item @item, held by lane @from (the failed lane), again with the
  * reference in @copy, to a lane that may take it. FALSE when none can. */
 static bool

@@ -7,6 +7,7 @@
 #endif
 
 #include "gstgpufanout-private.h"
+#include "common/gstgpufanstats.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 

@@ -16,7 +16,7 @@
 #include "config.h"
 #endif
 
-#include "gstgpufanout-private.h"
+#include "gstgpufanout-dispatcher.h"
 
 #include <string>
 
@@ -27,130 +27,52 @@ using namespace fanout;
 /* A leaky stream's frame without a duration waits at most this long. */
 #define LEAKY_DEFAULT_WAIT (40 * GST_MSECOND)
 
-G_DEFINE_TYPE (GstGpuFanOutSinkPad, gst_gpufan_out_sink_pad, GST_TYPE_PAD);
+namespace {
 
-static guint32
-stream_of (GstGpuFanOutSinkPad * pad)
-{
-  return gst_gpufan_stream_of_index (pad->index);
-}
-
-static void
-gst_gpufan_out_sink_pad_set_property (GObject * object, guint prop_id,
-    const GValue * value, GParamSpec * pspec)
-{
-  GstGpuFanOutSinkPad * pad = GST_GPUFAN_OUT_SINK_PAD (object);
-  GST_OBJECT_LOCK (pad);
-  switch (prop_id) {
-    case PROP_SINK_PAD_WEIGHT:
-      pad->weight = g_value_get_double (value);
-      break;
-    case PROP_SINK_PAD_MAX_IN_FLIGHT:
-      pad->max_in_flight = g_value_get_uint (value);
-      break;
-    case PROP_SINK_PAD_LEAKY:
-      pad->leaky = g_value_get_boolean (value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+/* A sink_%u pad's frames: frame dispatch, but the streaming thread's state
+ * (combined result, probes) is shared by the streams' threads under
+ * streams_lock, and each lane's queue is filled in the order the Session
+ * gave (lane_enqueue_in_turn), whichever stream's thread comes first. */
+class StreamDispatcher final : public FrameDispatcher {
+public:
+  StreamDispatcher (GstGpuFanOut * self, guint32 stream)
+      : FrameDispatcher (self), stream_ (stream)
+  {
   }
-  const gdouble weight = pad->weight;
-  const guint max_in_flight = pad->max_in_flight;
-  GST_OBJECT_UNLOCK (pad);
-  /* a pad made by the element (not before it set fanout) */
-  if (!pad->fanout)
-    return;
-  gpufan::Session & session = *pad->fanout->priv->session;
-  if (prop_id == PROP_SINK_PAD_WEIGHT)
-    session.SetStreamWeight (stream_of (pad), weight);
-  else if (prop_id == PROP_SINK_PAD_MAX_IN_FLIGHT)
-    session.SetStreamMaxInFlight (stream_of (pad), max_in_flight);
-}
 
-static void
-gst_gpufan_out_sink_pad_get_property (GObject * object, guint prop_id,
-    GValue * value, GParamSpec * pspec)
-{
-  GstGpuFanOutSinkPad * pad = GST_GPUFAN_OUT_SINK_PAD (object);
-  GST_OBJECT_LOCK (pad);
-  switch (prop_id) {
-    case PROP_SINK_PAD_WEIGHT:
-      g_value_set_double (value, pad->weight);
-      break;
-    case PROP_SINK_PAD_MAX_IN_FLIGHT:
-      g_value_set_uint (value, pad->max_in_flight);
-      break;
-    case PROP_SINK_PAD_LEAKY:
-      g_value_set_boolean (value, pad->leaky);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
-      break;
+protected:
+  GstFlowReturn PrepareDispatch () override
+  {
+    std::lock_guard<gpufan::Mutex> lk (self_->priv->streams_lock);
+    return prepare_dispatch (self_);
   }
-  GST_OBJECT_UNLOCK (pad);
-}
+  GstFlowReturn CombineLaneResults () override
+  {
+    std::lock_guard<gpufan::Mutex> lk (self_->priv->streams_lock);
+    return combine_lane_results (self_);
+  }
+  void ReprobeJoiningLanes () override
+  {
+    std::lock_guard<gpufan::Mutex> lk (self_->priv->streams_lock);
+    reprobe_joining_lanes (self_);
+  }
+  guint32 Stream () const override { return stream_; }
+  gboolean Enqueue (const LanePtr & lane, QueuedItem && item,
+      const gpufan::Dispatch & d) override
+  {
+    return lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
+  }
 
-static void
-gst_gpufan_out_sink_pad_class_init (GstGpuFanOutSinkPadClass * klass)
+private:
+  const guint32 stream_;
+};
+
+} // namespace
+
+std::unique_ptr<Dispatcher>
+fanout::make_stream_dispatcher (GstGpuFanOut * self, guint32 stream)
 {
-  GObjectClass * gobject_class = G_OBJECT_CLASS (klass);
-  gobject_class->set_property = gst_gpufan_out_sink_pad_set_property;
-  gobject_class->get_property = gst_gpufan_out_sink_pad_get_property;
-
-  /**
-   * GstGpuFanOutSinkPad:weight:
-   *
-   * The stream's share of the lanes while they are saturated: streams that
-   * wait are admitted in fair order (start-time fair queueing), a stream of
-   * weight 2 getting twice the frames of a stream of weight 1. A stream that
-   * was idle joins level with the others: its frames do not queue behind
-   * another stream's backlog.
-   */
-  g_object_class_install_property (gobject_class, PROP_SINK_PAD_WEIGHT,
-      g_param_spec_double ("weight", "Weight",
-          "The stream's share of the lanes while they are saturated "
-          "(fair queueing over the streams that wait)",
-          0.001, 1000.0, 1.0,
-          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
-              | G_PARAM_STATIC_STRINGS)));
-  /**
-   * GstGpuFanOutSinkPad:max-in-flight:
-   *
-   * At most this many of the stream's frames in flight (queued for a lane,
-   * in a branch, or waiting in gpufanin to leave in order); 0: only the
-   * element's max-in-flight bounds it.
-   */
-  g_object_class_install_property (gobject_class, PROP_SINK_PAD_MAX_IN_FLIGHT,
-      g_param_spec_uint ("max-in-flight", "Max in flight",
-          "At most this many of the stream's frames in flight "
-          "(0: only the element's max-in-flight bounds it)",
-          0, G_MAXUINT, 0,
-          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
-              | G_PARAM_STATIC_STRINGS)));
-  /**
-   * GstGpuFanOutSinkPad:leaky:
-   *
-   * For live sources: a frame that cannot be given to a lane within its
-   * duration (40 ms when it has none) is dropped instead of holding the
-   * source back, so that the stream keeps up with its clock when the lanes
-   * are saturated. Counted in the statistics (`leaky-dropped`).
-   */
-  g_object_class_install_property (gobject_class, PROP_SINK_PAD_LEAKY,
-      g_param_spec_boolean ("leaky", "Leaky",
-          "Drop a frame that cannot be given to a lane within its duration "
-          "(40 ms without one) instead of holding the source back",
-          FALSE,
-          (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
-              | G_PARAM_STATIC_STRINGS)));
-}
-
-static void
-gst_gpufan_out_sink_pad_init (GstGpuFanOutSinkPad * pad)
-{
-  pad->weight = 1.0;
-  pad->max_in_flight = 0;
-  pad->leaky = FALSE;
+  return std::make_unique<StreamDispatcher> (self, stream);
 }
 
 static StreamInput *
@@ -164,6 +86,8 @@ gboolean
 fanout::main_input_allowed (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
+  if (G_LIKELY (priv->main_input_used.load (std::memory_order_relaxed)))
+    return TRUE;
   if (priv->stream_inputs_used.load ()) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
         ("Data on the sink pad while sink_%%u pads carry streams"),
@@ -209,7 +133,7 @@ stream_input_allowed (GstGpuFanOut * self, GstPad * pad,
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
         ("chunk mode takes one stream: its sink_%%u pads cannot be used "
          "with chunk=%s",
-            self->priv->chunk_mode.load () == GST_GPUFAN_CHUNK_KEYFRAMES
+            self->priv->streaming.chunk_mode == GST_GPUFAN_CHUNK_KEYFRAMES
                 ? "keyframes"
                 : "frames"),
         ("send each stream through a gpufanout of its own"));
@@ -358,11 +282,8 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         gst_event_unref (event);
         return FALSE;
       }
-      GstClockTime ts;
-      gst_event_parse_gap (event, &ts, nullptr);
-      gint64 pts = GST_CLOCK_TIME_IS_VALID (ts) ? (gint64)ts : gpufan::kNoTime;
-      return dispatch_item (self, GST_MINI_OBJECT_CAST (event), false, pts,
-                 stream)
+      GstMiniObject * obj = GST_MINI_OBJECT_CAST (event);
+      return spad->dispatcher->Chain (obj, false, item_pts (obj))
           == GST_FLOW_OK;
     }
     case GST_EVENT_CAPS: {
@@ -433,15 +354,12 @@ stream_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
     max_wait = GST_BUFFER_DURATION_IS_VALID (buffer)
         ? (gint64)GST_BUFFER_DURATION (buffer)
         : (gint64)LEAKY_DEFAULT_WAIT;
-  const gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer)
-      ? (gint64)GST_BUFFER_PTS (buffer)
-      : gpufan::kNoTime;
-  const guint32 stream = stream_of (spad);
-  GstFlowReturn ret = dispatch_item (self, GST_MINI_OBJECT_CAST (buffer), true,
-      pts, stream, max_wait);
+  GstMiniObject * obj = GST_MINI_OBJECT_CAST (buffer);
+  GstFlowReturn ret
+      = spad->dispatcher->Chain (obj, true, item_pts (obj), max_wait);
   if (ret == GST_FLOW_CUSTOM_SUCCESS) {
     /* leaky: it waited its duration for a lane */
-    self->priv->session->CountLeakyDrop (stream);
+    self->priv->session->CountLeakyDrop (stream_of (spad));
     GST_LOG_OBJECT (pad, "dropped a frame that waited too long for a lane");
     return GST_FLOW_OK;
   }
@@ -488,6 +406,24 @@ stream_activate_mode (GstPad * pad, GstObject *, GstPadMode mode,
   return TRUE;
 }
 
+gboolean
+fanout::forward_upstream_event (GstGpuFanOut * self, GstPad * src,
+    GstEvent * event, guint stream)
+{
+  if (stream == 0)
+    return gst_pad_event_default (src, GST_OBJECT (self), event);
+  gchar * name = g_strdup_printf ("sink_%u", stream - 1);
+  GstPad * sink = gst_element_get_static_pad (GST_ELEMENT (self), name);
+  g_free (name);
+  if (!sink) {
+    gst_event_unref (event);
+    return FALSE; /* the stream's pad went away */
+  }
+  const gboolean res = gst_pad_push_event (sink, event);
+  gst_object_unref (sink);
+  return res;
+}
+
 GstPad *
 fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     const gchar * name)
@@ -508,6 +444,7 @@ fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
     spad->fanout = self;
     spad->index = index;
+    spad->dispatcher = make_stream_dispatcher (self, stream_of (spad)).release ();
     auto input = std::make_unique<StreamInput> ();
     input->index = index;
     input->stream = stream_of (spad);

@@ -1251,6 +1251,34 @@ guint64 SumLanesU64(const GstStructure *stats, const char *field) {
   return sum;
 }
 
+void ExpectLaneCounts(const GstStructure *lane, const LaneCounts& expected,
+                      const char *file, int line) {
+  if (!lane) {
+    ADD_FAILURE_AT(file, line) << "no such lane in the statistics";
+    return;
+  }
+  guint id = 0;
+  const std::string label =
+      gst_structure_get_uint(lane, "lane", &id)
+          ? "lane " + std::to_string(id)
+          : std::string("lane (no id)");
+  gpufan_counts::ExpectLaneCountsAt(
+      file, line, label, expected,
+      [&](const gpufan_counts::LaneCountField& f) -> uint64_t {
+        // The counts are guint64 but for queued and in-flight (guint).
+        guint64 v64 = 0;
+        guint v = 0;
+        if (gst_structure_get_uint64(lane, f.stats_name, &v64))
+          return v64;
+        if (gst_structure_get_uint(lane, f.stats_name, &v))
+          return v;
+        ADD_FAILURE_AT(file, line)
+            << label << ": no count field '" << f.stats_name << "'";
+        return 0;
+      },
+      &gpufan_counts::LaneCountField::stats_name);
+}
+
 namespace {
 ::testing::AssertionResult CheckFields(
     const GstStructure *s,

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "../lane-counts.h"
+
 namespace gpufan_test {
 
 using Duration = std::chrono::milliseconds;
@@ -465,5 +467,17 @@ void CycleStatesWithAndWithoutPads(const char *factory,
                                    const char *pad_template);
 guint64 StatsU64(const GstStructure *s, const char *field);
 guint64 SumLanesU64(const GstStructure *stats, const char *field);
+
+using gpufan_counts::LaneCounts;
+
+// Expects one lane entry of a gpufan-stats structure (StatsLane,
+// StatsLaneById) to have the counts named in `expected`:
+//   ExpectLaneCounts(StatsLaneById(s, 1), {.dropped = 3, .timed_out = 0});
+// A failure, at the caller's line, names the lane and each field that
+// differs (as the structure spells it), expected and actual; a null lane is
+// a failure too.
+void ExpectLaneCounts(const GstStructure *lane, const LaneCounts& expected,
+                      const char *file = __builtin_FILE(),
+                      int line = __builtin_LINE());
 
 }  // namespace gpufan_test

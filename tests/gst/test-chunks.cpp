@@ -795,13 +795,12 @@ void ExpectLaneOneFailedInStats(GstElement *fanout, uint64_t chunks0,
   ASSERT_NE(l1, nullptr);
   EXPECT_STREQ(gst_structure_get_string(l0, "state"), "active");
   EXPECT_STREQ(gst_structure_get_string(l1, "state"), "failed");
-  EXPECT_EQ(StatsU64(l0, "completed"), chunks0);
-  EXPECT_EQ(StatsU64(l0, "failed") + StatsU64(l0, "dropped") +
-                StatsU64(l0, "timed-out"),
-            0u);
-  EXPECT_EQ(StatsU64(l1, "completed"), chunks1 - 1);
-  EXPECT_EQ(StatsU64(l1, "failed"), 1u) << "the failing chunk";
-  EXPECT_EQ(StatsU64(l1, "timed-out"), 0u);
+  ExpectLaneCounts(l0, {.completed = chunks0,
+                        .dropped = 0,
+                        .failed = 0,
+                        .timed_out = 0});
+  // failed: the failing chunk
+  ExpectLaneCounts(l1, {.completed = chunks1 - 1, .failed = 1, .timed_out = 0});
   // (handed over: chunks queued behind the failing one went to lane 0)
   EXPECT_EQ(StatsU64(l1, "dispatched"),
             StatsU64(l1, "completed") + StatsU64(l1, "failed") +

@@ -648,8 +648,7 @@ TEST(GpuFaninDrops, DroppedFramesDoNotStallTheOutputAndAreCounted) {
   ASSERT_TRUE(HasStatsShape(s, 2));
   const GstStructure *lane1 = StatsLaneById(s, 1);
   ASSERT_NE(lane1, nullptr);
-  EXPECT_EQ(StatsU64(lane1, "dropped"), dropped->size());
-  EXPECT_EQ(StatsU64(lane1, "timed-out"), 0u);
+  ExpectLaneCounts(lane1, {.dropped = dropped->size(), .timed_out = 0});
   EXPECT_EQ(SumLanesU64(s, "completed"), out.size());
   gst_structure_free(s);
 }
@@ -715,9 +714,9 @@ TEST(GpuFaninStall, AStalledLaneIsSkippedAfterTheStallTimeout) {
   ASSERT_TRUE(HasStatsShape(s, 2));
   const GstStructure *lane = StatsLaneById(s, stalled);
   ASSERT_NE(lane, nullptr);
-  EXPECT_EQ(StatsU64(lane, "timed-out"), stalled_items);
-  EXPECT_EQ(StatsU64(lane, "late"), stalled_items);
-  EXPECT_EQ(StatsU64(lane, "stalls"), 1u);
+  ExpectLaneCounts(lane, {.timed_out = stalled_items,
+                          .late = stalled_items,
+                          .stalls = 1});
   gst_structure_free(s);
 }
 

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// gpufanout's control interface (docs/elements.md, gpufanout's action
+// signals) as an application with hand-built lanes uses it: fail-lane takes
+// a lane out as a branch's error would, request-replacement-pad gives a new
+// lane on a failed lane's device. gpufanbin's tests cover the same signals
+// through the bin.
+#include <string>
+
+#include "gpufan-rig.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+// Two CPU lanes of a live source, as an application would build them.
+const std::string kTwoLanes =
+    "videotestsrc is-live=true ! "
+    "video/x-raw,format=GRAY8,width=8,height=8,framerate=100/1 ! "
+    "gpufanout name=f devices=cpu:2 on-lane-error=drop-lane "
+    "gpufanin name=m ! fakesink sync=false "
+    "f.src_0 ! queue ! m.sink_0  f.src_1 ! queue ! m.sink_1";
+
+std::string LaneState(GstElement *fanout, guint lane) {
+  GstStructure *stats = GetStats(fanout);
+  const GstStructure *l = stats ? StatsLaneById(stats, lane) : nullptr;
+  const gchar *state = l ? gst_structure_get_string(l, "state") : nullptr;
+  std::string out = state ? state : "";
+  if (stats)
+    gst_structure_free(stats);
+  return out;
+}
+
+TEST(FanoutControl, FailLaneTakesTheLaneOut) {
+  LaunchedPipeline p(kTwoLanes);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.Play());
+  GstElement *f = p.element("f");
+  g_signal_emit_by_name(f, "fail-lane", 0u);
+  GstMessage *m = p.bus().WaitFor([](GstMessage *m) {
+    return BusLog::IsElementMessage(m, "gpufan-lane-failed");
+  });
+  ASSERT_NE(m, nullptr) << p.bus().ErrorsText();
+  guint lane = G_MAXUINT;
+  gst_structure_get_uint(gst_message_get_structure(m), "lane", &lane);
+  EXPECT_EQ(lane, 0u);
+  EXPECT_EQ(LaneState(f, 0), "failed");
+  EXPECT_NE(LaneState(f, 1), "failed");
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+}
+
+TEST(FanoutControl, FailLaneDoesNothingWhenLaneErrorsFailTheStream) {
+  LaunchedPipeline p(kTwoLanes);
+  ASSERT_TRUE(p.ok());
+  GstElement *f = p.element("f");
+  gst_util_set_object_arg(G_OBJECT(f), "on-lane-error", "fail");
+  ASSERT_TRUE(p.Play());
+  g_signal_emit_by_name(f, "fail-lane", 0u);
+  EXPECT_NE(LaneState(f, 0), "failed");
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+}
+
+TEST(FanoutControl, ReplacementPadIsANewLaneOwnedByTheCaller) {
+  LaunchedPipeline p(kTwoLanes);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(SetStateAndWait(p.get(), GST_STATE_READY));  // lanes placed
+  GstElement *f = p.element("f");
+  GstPad *pad = nullptr;
+  g_signal_emit_by_name(f, "request-replacement-pad", 1u, &pad);
+  ASSERT_NE(pad, nullptr);
+  EXPECT_STREQ(GST_PAD_NAME(pad), "src_2");
+  guint lane = G_MAXUINT;
+  g_object_get(pad, "lane", &lane, nullptr);
+  EXPECT_EQ(lane, 2u);
+  gst_element_release_request_pad(f, pad);
+  gst_object_unref(pad);  // transfer full: the leaks tracer checks it
+
+  GstPad *none = nullptr;
+  g_signal_emit_by_name(f, "request-replacement-pad", 7u, &none);
+  EXPECT_EQ(none, nullptr) << "lane 7 was never placed";
+}
+
+}  // namespace
