@@ -40,7 +40,7 @@ gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
   bool all_eos;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    if (priv->flushing || priv->eos_sent)
+    if (priv->output.FlushingUnlocked () || priv->output.EosSentUnlocked ())
       return false;
     all_eos = gst_gpufan_in_all_pads_eos_unlocked (priv);
   }
@@ -139,7 +139,7 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
   gst_gpufan_in_end_streams (self);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    priv->eos_sent = true;
+    priv->output.MarkEosSentUnlocked ();
   }
-  gst_pad_pause_task (self->srcpad);
+  priv->output.PauseTask ();
 }

@@ -62,7 +62,7 @@ gst_gpufan_in_hold_chunk_output (GstGpuFanIn * self, GstPad * pad,
     GstMiniObject * obj)
 {
   GstGpuFanInPrivate * priv = self->priv;
-  if (!priv->chunks_seen.load (std::memory_order_relaxed) || !GST_IS_BUFFER (obj))
+  if (!GST_IS_BUFFER (obj))
     return obj;
   const auto mode = (GstGpuFanHeldCopy) priv->copy_held.load ();
   if (mode == GST_GPUFAN_HELD_COPY_NEVER)

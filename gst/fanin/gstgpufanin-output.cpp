@@ -26,27 +26,17 @@
 void
 gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self)
 {
-  self->priv->cond.notify_all ();
-  if (self->priv->session)
-    self->priv->session->WakeOutput ();
+  self->priv->output.WakeUnlocked ();
 }
 
-bool
-gst_gpufan_in_output_halted_unlocked (GstGpuFanInPrivate * priv)
-{
-  return priv->flushing || priv->eos_sent || priv->output_stopped;
-}
-
-/* A new start (activation, the end of a flush): nothing sent, no error. */
+/* A new start (activation, the end of a flush, a stop): nothing sent (the
+ * flow result is the Output's transitions'). */
 void
 gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self)
 {
   GstGpuFanInPrivate * priv = self->priv;
-  priv->eos_sent = false;
   priv->out_segment_valid = false;
   priv->out_has_segment_epoch = false;
-  priv->src_ret = GST_FLOW_OK;
-  priv->output_stopped = false;
   priv->forwarded_seqnums.Clear ();
 }
 
@@ -213,8 +203,9 @@ gst_gpufan_in_move_to_output_device (GstGpuFanIn * self, GstPad * pad,
   }
 }
 
-static GstFlowReturn
-push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
+GstFlowReturn
+gst_gpufan_in_push_item (GstGpuFanIn * self, FanInItem * item,
+    guint64 session_id)
 {
   GstFlowReturn ret = gst_gpufan_in_push_sticky (self, item);
   if (ret != GST_FLOW_OK)
@@ -237,93 +228,6 @@ push_item (GstGpuFanIn * self, FanInItem * item, guint64 session_id)
     event = gst_gpufan_event_clear_item (event);
   gst_pad_push_event (self->srcpad, event);
   return GST_FLOW_OK;
-}
-
-/* Chunk mode: @position in @from as a position in @to, through its running
- * time (rate 1.0 only; FALSE otherwise). Signed: a DTS may lie before the
- * segment's start. */
-static gboolean
-translate_position (const GstSegment * from, const GstSegment * to,
-    GstClockTime * position)
-{
-  if (!GST_CLOCK_TIME_IS_VALID (*position))
-    return TRUE;
-  const gint64 running = (gint64)*position
-      - (gint64)(from->start + from->offset) + (gint64)from->base;
-  const gint64 moved
-      = running - (gint64)to->base + (gint64)(to->start + to->offset);
-  if (moved < 0)
-    return FALSE;
-  *position = (GstClockTime)moved;
-  return TRUE;
-}
-
-/* Chunk mode: an element that restarts after the flush between chunks may
- * also restart its timestamps (GstVideoEncoder rebases each new stream onto
- * its minimum PTS, with a segment to match). A buffer of a chunk whose
- * segment differs from downstream's only by where it starts is moved into
- * downstream's segment, keeping its running time, and that segment is not
- * sent: downstream sees one segment and timestamps that never go back. */
-static void
-retime_chunk_item (GstGpuFanInPrivate * priv, FanInItem * item)
-{
-  /* a chunk of another input segment (the input's segment changed) brings
-   * its own segment downstream */
-  const bool same_input_segment = priv->out_has_segment_epoch
-      && priv->out_segment_epoch == item->segment_epoch;
-  if (!same_input_segment || !item->segment || !priv->out_segment_valid
-      || !GST_IS_BUFFER (item->obj)
-      || priv->out_segment_events.Has (item->segment))
-    return;
-  const GstSegment * segment;
-  gst_event_parse_segment (item->segment, &segment);
-  const GstSegment * out = &priv->out_segment;
-  if (gst_segment_is_equal (segment, out) || segment->format != GST_FORMAT_TIME
-      || out->format != GST_FORMAT_TIME || segment->rate != 1.0
-      || out->rate != 1.0 || segment->applied_rate != out->applied_rate)
-    return;
-  GstBuffer * buffer = GST_BUFFER_CAST (item->obj);
-  GstClockTime pts = GST_BUFFER_PTS (buffer), dts = GST_BUFFER_DTS (buffer);
-  if (!translate_position (segment, out, &pts)
-      || !translate_position (segment, out, &dts))
-    return; /* before downstream's segment: the segment goes as it is */
-  buffer = gst_buffer_make_writable (buffer);
-  GST_BUFFER_PTS (buffer) = pts;
-  GST_BUFFER_DTS (buffer) = dts;
-  item->obj = GST_MINI_OBJECT_CAST (buffer);
-  item->segment = nullptr;
-}
-
-/* Pushes the buffers and events of a chunk's output, in the order its lane
- * made them. *@failed: the one whose push failed. */
-static GstFlowReturn
-push_chunk_parts (GstGpuFanIn * self, std::vector<gpufan::PayloadPtr> & parts,
-    guint64 session_id, FanInItem ** failed)
-{
-  for (gpufan::PayloadPtr & part : parts) {
-    auto * sub = static_cast<FanInItem *> (part.get ());
-    retime_chunk_item (self->priv, sub);
-    GstFlowReturn ret = push_item (self, sub, session_id);
-    self->priv->out_segment_epoch = sub->segment_epoch;
-    self->priv->out_has_segment_epoch = true;
-    if (ret != GST_FLOW_OK) {
-      *failed = sub;
-      return ret;
-    }
-  }
-  return GST_FLOW_OK;
-}
-
-/* A released item: one buffer or event, or a chunk's output, in the order
- * its lane made it. *@failed: the item whose push failed. */
-static GstFlowReturn
-push_released (GstGpuFanIn * self, FanInItem * item, guint64 session_id,
-    FanInItem ** failed)
-{
-  *failed = item;
-  if (G_LIKELY (!item->chunk))
-    return push_item (self, item, session_id);
-  return push_chunk_parts (self, *item->chunk, session_id, failed);
 }
 
 /* The output batch taken from the window has gone downstream (or been
@@ -357,75 +261,28 @@ hand_over (const std::shared_ptr<gpufan::FanInPort> & session,
 
 /* A push downstream returned @ret (not OK) for @item: the output stops as
  * GstQueue's does (downstream's EOS ends it quietly). */
-static void
-output_failed (GstGpuFanIn * self, gpufan::FanInPort & session, GstFlowReturn ret,
-    FanInItem * item, bool * pause)
+void
+gst_gpufan_in_output_failed (GstGpuFanIn * self, gpufan::FanInPort & session,
+    GstFlowReturn ret, FanInItem * item, bool * pause)
 {
   GstGpuFanInPrivate * priv = self->priv;
   GST_DEBUG_OBJECT (self, "push returned %s", gst_flow_get_name (ret));
-  /* before the lanes can see it (src_ret): their fan-out must not blame
+  /* before the lanes can see it (the result): their fan-out must not blame
    * their branches */
   if (ret < GST_FLOW_EOS)
     session.NoteOutputFailed ();
-  priv->src_ret = ret;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    priv->output.PushReturnedUnlocked (ret);
+  }
   if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
     if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
       GST_ELEMENT_FLOW_ERROR (self, ret);
     gst_pad_push_event (self->srcpad, gst_event_new_eos ());
   }
-  if (ret != GST_FLOW_EOS) {
-    priv->output_stopped = true;
+  /* downstream's EOS: the window drains on, our EOS still goes out */
+  if (ret != GST_FLOW_EOS)
     *pause = true;
-  }
-}
-
-/* Chunk mode: the window's head is a chunk whose lane is still returning its
- * output. What it returned so far goes downstream now, in its turn (nothing
- * is ahead of the head), instead of waiting for the chunk's drain: a chunk
- * longer than a branch's buffer pool would otherwise never be drained (its
- * elements wait for buffers the fan-in holds), and its frames leave earlier.
- * Called with output_lock held, after a batch. */
-static void
-stream_head_chunk_locked (GstGpuFanIn * self,
-    const std::shared_ptr<gpufan::FanInPort> & session, bool * pause)
-{
-  GstGpuFanInPrivate * priv = self->priv;
-  if (!priv->chunks_seen.load (std::memory_order_relaxed) || *pause)
-    return;
-  std::optional<guint64> head = session->PendingHeadSeq ();
-  if (!head)
-    return;
-  std::vector<gpufan::PayloadPtr> parts, late;
-  {
-    std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    if (gst_gpufan_in_output_halted_unlocked (priv))
-      return;
-    for (auto & kv : priv->pads) {
-      PadState & state = kv.second;
-      if (!state.chunk || state.chunk->chunk->empty () || !state.paired
-          || state.session != session)
-        continue;
-      /* they leave now, what a failure of the lane does not lose, unless
-       * the lane failed meanwhile (then they are late) */
-      if (state.chunk_seq == *head
-          && session->NoteChunkStreamed (state.lane, *head,
-              state.chunk->chunk->size ()))
-        parts.swap (*state.chunk->chunk);
-      else if (!session->IsOpen (state.chunk_seq)) {
-        /* given up (this batch may have done it): its output is late, and
-         * holding it would keep a branch's buffers from its pool */
-        for (gpufan::PayloadPtr & p : *state.chunk->chunk)
-          late.push_back (std::move (p));
-        state.chunk->chunk->clear ();
-      }
-    }
-  }
-  if (parts.empty ())
-    return;
-  FanInItem * failed = nullptr;
-  GstFlowReturn ret = push_chunk_parts (self, parts, session->id (), &failed);
-  if (ret != GST_FLOW_OK)
-    output_failed (self, *session, ret, failed, pause);
 }
 
 /* Takes one batch from the window (after putting @arrival's item into it,
@@ -444,7 +301,7 @@ output_batch_locked (GstGpuFanIn * self,
   bool stopped;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    stopped = gst_gpufan_in_output_halted_unlocked (priv);
+    stopped = priv->output.HaltedUnlocked ();
     if (!stopped)
       ++priv->batches_started;
   }
@@ -466,32 +323,14 @@ output_batch_locked (GstGpuFanIn * self,
   if (batch.latency_grew)
     priv->latency_post_pending = true;
 
+  const gpufanin::ItemHandler & handler = gst_gpufan_in_handler (self);
   for (gpufan::Released & released : batch.items) {
     if (!released.payload)
       continue; /* dropped or given up: counted by the session */
-    if (released.stream != gpufan::kMainStream) {
-      /* one of several input streams: out of its own src pad */
-      GstFlowReturn ret
-          = gst_gpufan_in_push_stream_released (self, released, session->id ());
-      if (ret == GST_FLOW_OK)
-        continue;
-      session->NoteOutputFailed ();
-      priv->src_ret = ret;
-      priv->output_stopped = true;
-      *pause = true;
-      break; /* the rest of the batch is dropped */
-    }
-    FanInItem * item = nullptr;
-    GstFlowReturn ret = push_released (self,
-        static_cast<FanInItem *> (released.payload.get ()), session->id (),
-        &item);
-    if (ret == GST_FLOW_OK)
-      continue;
-
-    output_failed (self, *session, ret, item, pause);
-    break; /* the rest of the batch is dropped */
+    if (!handler.PushReleased (self, *session, released, pause))
+      break; /* the output stopped: the rest of the batch is dropped */
   }
-  stream_head_chunk_locked (self, session, pause);
+  handler.AfterBatch (self, session, pause);
   mark_batch_done (priv);
   *generation = batch.generation;
   const bool any = !batch.items.empty ();
@@ -512,8 +351,7 @@ output_from_this_thread (GstGpuFanIn * self,
   gpufan::Arrival arrived;
   PendingArrival * pending = arrival;
 
-  if (priv->live.load () || priv->streams_out.load ()
-      || priv->chunks_seen.load ()) {
+  if (priv->live.load () || gst_gpufan_in_handler (self).OutputFromTask (self)) {
     /* The task takes it: the arrival (or WakeOutput) moves WaitOutput's
      * generation. */
     if (arrival)
@@ -547,9 +385,9 @@ output_from_this_thread (GstGpuFanIn * self,
        * waits for its iteration, so it must not stay asleep) */
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
-        gst_gpufan_in_wake_output_unlocked (self);
+        priv->output.WakeUnlocked ();
       }
-      gst_pad_pause_task (self->srcpad);
+      priv->output.PauseTask ();
       return arrived;
     }
     if (!priv->output_pending.load () || !out.try_lock ())
@@ -565,11 +403,9 @@ gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
 }
 
 void
-gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
+gst_gpufan_in_output_now (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::FanInPort> & session)
 {
-  /* a batch (what is attached before the head leaves before it), then the
-   * head chunk's output (stream_head_chunk_locked) */
   output_from_this_thread (self, session, nullptr);
 }
 
@@ -580,11 +416,13 @@ gst_gpufan_in_src_loop (gpointer user_data)
   GstGpuFanInPrivate * priv = self->priv;
   std::shared_ptr<gpufan::FanInPort> session;
 
+  /* Each iteration begins with the check of the result that the last
+   * one's wait ended with. */
   {
     std::unique_lock<gpufan::Mutex> lk (priv->lock);
-    if (gst_gpufan_in_output_halted_unlocked (priv)) {
+    if (priv->output.HaltedUnlocked ()) {
       lk.unlock ();
-      gst_pad_pause_task (self->srcpad);
+      priv->output.PauseTask ();
       return;
     }
     session = priv->session;
@@ -596,10 +434,12 @@ gst_gpufan_in_src_loop (gpointer user_data)
         return;
       }
       /* nothing to output before a pad pairs (pair_pad notifies) */
-      priv->cond.wait (lk, [priv] {
-        return priv->flushing || priv->session
-            || gst_gpufan_in_all_pads_eos_unlocked (priv);
-      });
+      while (!priv->session && !gst_gpufan_in_all_pads_eos_unlocked (priv))
+        if (!priv->output.WaitUnlocked (lk)) {
+          lk.unlock ();
+          priv->output.PauseTask ();
+          return;
+        }
       return;
     }
   }
@@ -625,7 +465,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
       return; /* more may be ready: the next iteration looks */
   }
   if (pause) {
-    gst_pad_pause_task (self->srcpad);
+    priv->output.PauseTask ();
     return;
   }
   if (priv->output_pending.load ())
@@ -635,7 +475,7 @@ gst_gpufan_in_src_loop (gpointer user_data)
      * generation moved nothing the wait below would see: look at the state
      * after the batch (the next iteration pauses). */
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    if (gst_gpufan_in_output_halted_unlocked (priv))
+    if (priv->output.HaltedUnlocked ())
       return;
   }
   /* Until the generation moves past the batch's (WaitOutput: this also

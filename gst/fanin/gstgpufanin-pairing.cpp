@@ -79,6 +79,9 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
   }
   /* outside our lock: the listener takes it */
   if (new_session) {
+    /* its streams leave by their src_%u pads (or are dropped without) */
+    if (session->HasStreams ())
+      gst_gpufan_in_use_handler (self, gpufanin::streams_handler ());
     gst_gpufan_in_listen_stream_flushes (self, session, true);
     check_stream_outputs (self, session, fanout);
   }

@@ -11,12 +11,14 @@
  *      (out_*) and pushes downstream; held across those pushes (and the
  *      statistics message before EOS), nothing else that blocks. The flush
  *      handlers own out_* while no output runs;
- *   3. GstGpuFanInPrivate::lock, with cond: pads, pairing, flushing, EOS,
- *      batch counters. Never held across a push, a peer query, a message
- *      post or a blocking Session call (WaitOutput);
+ *   3. GstGpuFanInPrivate::lock, with cond: pads, pairing, the Output's
+ *      flow result (gstgpufanin-output.h), batch counters. Never held across
+ *      a push, a peer query, a message post or a blocking Session call
+ *      (WaitOutput);
  *   4. the Session's lock (innermost, in lib/): any Session call may be made
  *      with 2 and 3 held, except WaitOutput, made with neither.
- * Atomics (settings, flags read by the lanes' threads) need no lock.
+ * Atomics (settings, flags read by the lanes' threads, the item handler)
+ * need no lock.
  */
 #pragma once
 
@@ -35,6 +37,8 @@
 #include "common/gstgpufangpumove.h"
 #include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
+#include "gstgpufanin-handler.h"
+#include "gstgpufanin-output.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
 #define GST_CAT_DEFAULT gst_gpufan_in_debug
@@ -171,6 +175,12 @@ struct PadState {
   guint32 chunk_segment_epoch = 0;
 
   void ClearSticky () { sticky.reset (); }
+  /* FLUSH_START: what the lane returns is dropped, an open chunk too */
+  void StartFlush ()
+  {
+    flushing = true;
+    chunk.reset ();
+  }
 };
 
 /* An item (or a marker: see gst_gpufan_marker_new) that came out of a
@@ -251,11 +261,14 @@ struct GstGpuFanInPrivate {
   std::map<guint32, gpufanin::StreamOutputPtr> stream_outputs;
   std::shared_ptr<gpufan::FanInPort> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
-  bool flushing = true;    /* src inactive, or a flush in progress */
-  bool eos_sent = false;
+  /* the flow result (under lock), the src task and the waits */
+  gpufanin::Output output{ cond, session };
+  /* what differs per mode (gstgpufanin-handler.h) */
+  std::atomic<const gpufanin::ItemHandler *> handler{
+    &gpufanin::frame_handler ()
+  };
   GstGpuFanSeqnumMemory forwarded_seqnums; /* events sent once */
   std::atomic<guint64> stall_timeout{ DEFAULT_STALL_TIMEOUT };
-  std::atomic<GstFlowReturn> src_ret{ GST_FLOW_OK };
   guint32 eos_seqnum = GST_SEQNUM_INVALID; /* of the last EOS that came in */
   /* downstream asked to renegotiate: lanes may change caps one by one */
   std::atomic<bool> reconfigure_requested{ false };
@@ -306,8 +319,6 @@ struct GstGpuFanInPrivate {
   std::unique_ptr<GstGpuFanGpuMove> output_move;
   GstAllocator * output_host_allocator = nullptr; /* its GPU's node pool */
   bool output_move_warned = false;                /* under output_lock */
-  /* A flow error stopped the output until the next flush or start. */
-  std::atomic<bool> output_stopped{ false };
   /* What ordering adds to the latency grew: post a LATENCY message (after
    * letting go of output_lock). */
   std::atomic<bool> latency_post_pending{ false };
@@ -318,22 +329,13 @@ struct GstGpuFanInPrivate {
    * would hold it longer. */
   std::atomic<bool> live{ false };
   /* Several streams (src_%u pads requested): as when live, only the src task
-   * pushes. A lane's thread that pushed several streams' output downstream
+   * pushes (the streams handler's OutputFromTask). A lane's thread that pushed several streams' output downstream
    * itself would leave its branch idle meanwhile, and with one branch
    * instance shared by every stream that idle time is the lanes' loss. */
   std::atomic<bool> streams_out{ false };
   /* Several streams: the gpufan-stats message went out before the last
    * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
   bool streams_stats_posted = false; /* under output_lock */
-  /* A chunk-start came (chunk mode): the output looks for a head chunk whose
-   * output it can send before the chunk's drain. And, as when live, only the
-   * src task pushes: a chunk leaves whole once the chunks before it are out,
-   * a chunk's worth of frames at once, and a lane's thread that pushed it
-   * would be held as long as downstream takes (a sync=true sink: the
-   * chunk's duration in real time). Its branch would idle meanwhile, its
-   * next chunk, heading the window, would be given up as stalled, and its
-   * EOS would come after gpufanin stopped waiting for it. */
-  std::atomic<bool> chunks_seen{ false };
 
   ~GstGpuFanInPrivate ()
   {
@@ -357,16 +359,45 @@ gboolean gst_gpufan_in_answer_pair_query (GstGpuFanIn * self, GstPad * pad,
     GstQuery * query);
 gboolean gst_gpufan_in_cross_pair_query (GstGpuFanIn * self, GstQuery * query);
 
+/* The mode's item handler (gstgpufanin-handler.h). */
+inline const gpufanin::ItemHandler &
+gst_gpufan_in_handler (GstGpuFanIn * self)
+{
+  return *self->priv->handler.load (std::memory_order_acquire);
+}
+/* From now on @handler's mode (see gstgpufanin-handler.h). */
+void gst_gpufan_in_use_handler (GstGpuFanIn * self,
+    const gpufanin::ItemHandler & handler);
+
 /* gstgpufanin-sink.cpp */
 void gst_gpufan_in_setup_sink_pad (GstPad * pad);
+/* Takes @obj, which came out of @pad's lane (pairing the pad first if need
+ * be): *@taken gets its item (and the handler's TakeUnlocked its say).
+ * FALSE when it cannot go into the window: @obj was dropped, and *@ret is
+ * what the lane gets back. */
+bool gst_gpufan_in_take_item (GstGpuFanIn * self, GstPad * pad,
+    GstMiniObject * obj, gpufanin::TakenItem * taken, GstFlowReturn * ret);
+
+/* gstgpufanin-frame.cpp: a taken item (no chunk's) into the window, the
+ * lane's thread then outputting what that made releasable. */
+GstFlowReturn gst_gpufan_in_arrive_item (GstGpuFanIn * self, GstPad * pad,
+    gpufanin::TakenItem & taken);
 
 /* gstgpufanin-output.cpp */
 void gst_gpufan_in_wake_output_unlocked (GstGpuFanIn * self);
 void gst_gpufan_in_restart_output_unlocked (GstGpuFanIn * self);
 GstFlowReturn gst_gpufan_in_push_sticky (GstGpuFanIn * self, FanInItem * item);
-/* Chunk mode: the window's head chunk got more output from its lane: it goes
- * downstream now (or the task is woken to send it). */
-void gst_gpufan_in_stream_chunk (GstGpuFanIn * self,
+/* One buffer or event out of the src pad, with the sticky events it needs.
+ * Under output_lock. */
+GstFlowReturn gst_gpufan_in_push_item (GstGpuFanIn * self, FanInItem * item,
+    guint64 session_id);
+/* A push returned @ret (not OK) for @item: the output stops as GstQueue's
+ * does; *@pause is set when the task is to pause. Under output_lock. */
+void gst_gpufan_in_output_failed (GstGpuFanIn * self, gpufan::FanInPort & session,
+    GstFlowReturn ret, FanInItem * item, bool * pause);
+/* Output from the calling thread (a lane's): what may leave the window goes
+ * downstream now, or the task is woken to send it. */
+void gst_gpufan_in_output_now (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::FanInPort> & session);
 gpufan::Arrival gst_gpufan_in_output_from_lane (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::FanInPort> & session,
@@ -396,7 +427,10 @@ void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
 void gst_gpufan_in_end_streams (GstGpuFanIn * self);
 /* A new start: every stream's output starts over. */
 void gst_gpufan_in_restart_streams (GstGpuFanIn * self);
-/* output-device's copy of @buffer, for frames leaving on @pad (output.cpp) */
+/* gstgpufanin-chunk.cpp: a chunk-start event of our fan-out (consumed:
+ * TRUE) puts the fan-in in chunk mode, if it was not yet. */
+bool gst_gpufan_in_chunk_start (GstGpuFanIn * self, GstPad * pad,
+    GstEvent * event);
 /* Chunk mode: what to hold of @obj, an output of @pad's lane, while its
  * chunk waits for earlier ones (gstgpufanin-held.cpp): @obj, or a copy
  * that leaves the branch's bounded pool its buffer (@obj is then unreffed).
@@ -404,13 +438,12 @@ void gst_gpufan_in_restart_streams (GstGpuFanIn * self);
 GstMiniObject *gst_gpufan_in_hold_chunk_output (GstGpuFanIn * self,
     GstPad * pad, GstMiniObject * obj);
 
+/* output-device's copy of @buffer, for frames leaving on @pad (output.cpp) */
 void gst_gpufan_in_move_to_output_device (GstGpuFanIn * self, GstPad * pad,
     GstBuffer ** buffer);
 
 /* gstgpufanin-eos.cpp */
 bool gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv);
-/* No output now: flushing, EOS sent, or stopped by a flow error. */
-bool gst_gpufan_in_output_halted_unlocked (GstGpuFanInPrivate * priv);
 bool gst_gpufan_in_stream_ends_now (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::FanInPort> & session, std::string * missing,
     gint64 * deadline_ns);

@@ -9,8 +9,6 @@
 
 #include "gstgpufanin-private.h"
 
-#include <gst/video/video.h>
-
 #include <optional>
 #include <string>
 
@@ -41,144 +39,47 @@ not_fed_by_fanout (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj,
   return GST_FLOW_ERROR;
 }
 
-/* What identifies an item: the sequence number our fan-out gave it (from our
- * session's meta, or a GAP event's fields) and its caps epoch. */
-struct ItemId {
-  std::optional<guint64> seq;
-  guint32 caps_epoch = 0;
-  bool has_caps_epoch = false;
-  gint64 pts = gpufan::kNoTime;
-};
-
-static ItemId
-identify_item (GstMiniObject * obj, guint64 session_id)
-{
-  ItemId id;
-  if (GST_IS_BUFFER (obj)) {
-    GstBuffer * buffer = GST_BUFFER_CAST (obj);
-    if (GST_BUFFER_PTS_IS_VALID (buffer))
-      id.pts = (gint64)GST_BUFFER_PTS (buffer);
-    if (GstGpuFanMeta * meta
-        = gst_buffer_find_gpufan_meta (buffer, session_id)) {
-      id.seq = meta->seq;
-      id.caps_epoch = meta->caps_epoch;
-      id.has_caps_epoch = true;
-    }
-    return id;
-  }
-  GstEvent * event = GST_EVENT_CAST (obj);
-  GstClockTime ts;
-  gst_event_parse_gap (event, &ts, nullptr);
-  if (GST_CLOCK_TIME_IS_VALID (ts))
-    id.pts = (gint64)ts;
-  guint64 event_session = 0, seq = 0;
-  if (gst_gpufan_event_get_item (event, &event_session, &seq)
-      && event_session == session_id)
-    id.seq = seq;
-  return id;
-}
-
-/* A buffer or a GAP event came out of a lane: into the reorder window. */
-static GstFlowReturn
-handle_item (GstGpuFanIn * self, GstPad * pad, GstMiniObject * obj)
+/* An item of @pad's lane. The pad is paired first if need be (asking
+ * upstream once). */
+bool
+gst_gpufan_in_take_item (GstGpuFanIn * self, GstPad * pad,
+    GstMiniObject * obj, gpufanin::TakenItem * taken, GstFlowReturn * ret)
 {
   GstGpuFanInPrivate * priv = self->priv;
-
-  std::shared_ptr<gpufan::FanInPort> session;
-  guint lane = 0;
-  std::shared_ptr<gpufan::LaneTimer> timer;
-  FanInItem * item = nullptr;
-  std::optional<guint64> chunk_seq;
-  obj = gst_gpufan_in_hold_chunk_output (self, pad, obj);
   for (bool asked = false;; asked = true) {
     {
       std::lock_guard<gpufan::Mutex> lk (priv->lock);
       auto it = priv->pads.find (pad);
-      if (it == priv->pads.end () || priv->flushing || it->second.flushing
-          || (asked && !it->second.paired)) {
+      if (it == priv->pads.end () || priv->output.FlushingUnlocked ()
+          || it->second.flushing || (asked && !it->second.paired)) {
         gst_mini_object_unref (obj);
-        return GST_FLOW_FLUSHING;
+        *ret = GST_FLOW_FLUSHING;
+        return false;
       }
       if (it->second.eos) {
         gst_mini_object_unref (obj);
-        return GST_FLOW_EOS;
+        *ret = GST_FLOW_EOS;
+        return false;
       }
       if (it->second.paired) {
-        session = it->second.session;
-        lane = it->second.lane;
-        timer = it->second.timer;
-        item = new_item_unlocked (it->second, obj);
-        if (it->second.chunk) {
-          /* part of a chunk's output: it leaves with the chunk */
-          /* its input's caps epoch: lanes must agree on the caps of one
-           * input (gst_gpufan_in_push_sticky) */
-          item->caps_epoch = it->second.chunk_caps_epoch;
-          item->has_caps_epoch = true;
-          item->segment_epoch = it->second.chunk_segment_epoch;
-          it->second.chunk->chunk->emplace_back (item);
-          chunk_seq = it->second.chunk_seq;
-        }
+        taken->session = it->second.session;
+        taken->lane = it->second.lane;
+        taken->item = new_item_unlocked (it->second, obj);
+        gst_gpufan_in_handler (self).TakeUnlocked (it->second, *taken);
+        /* this thread's time pushing output downstream (kOutput) from here */
+        taken->timer = it->second.timer;
         break;
       }
     }
     /* not paired yet: ask upstream, then look again (once) */
     std::string conflict;
-    if (!gst_gpufan_in_ensure_paired (self, pad, &conflict))
-      return not_fed_by_fanout (self, pad, obj, conflict);
-  }
-  /* this thread's time pushing output downstream (the lane's kOutput) */
-  const gint64 output_start = session->clock ().NowNs ();
-  struct CountOutput {
-    const std::shared_ptr<gpufan::FanInPort> & session;
-    const std::shared_ptr<gpufan::LaneTimer> & timer;
-    gint64 start;
-    ~CountOutput ()
-    {
-      timer->Add (gpufan::LaneTime::kOutput, start, session->clock ().NowNs ());
+    if (!gst_gpufan_in_ensure_paired (self, pad, &conflict)) {
+      *ret = not_fed_by_fanout (self, pad, obj, conflict);
+      return false;
     }
-  } count_output{ session, timer, output_start };
-  if (chunk_seq) {
-    /* counts as progress; the head chunk's output leaves as it comes */
-    switch (session->ChunkOutput (lane, *chunk_seq)) {
-      case gpufan::Session::ChunkState::kHead:
-        gst_gpufan_in_stream_chunk (self, session);
-        break;
-      case gpufan::Session::ChunkState::kWaiting:
-        break;
-      case gpufan::Session::ChunkState::kGone: {
-        /* given up: what it returns is late; holding it would only keep a
-         * branch's buffers from its pool */
-        std::vector<gpufan::PayloadPtr> late;
-        {
-          std::lock_guard<gpufan::Mutex> lk (priv->lock);
-          auto it = priv->pads.find (pad);
-          if (it != priv->pads.end () && it->second.chunk
-              && it->second.chunk_seq == *chunk_seq)
-            late.swap (*it->second.chunk->chunk);
-        }
-        GST_LOG_OBJECT (pad,
-            "chunk %" G_GUINT64_FORMAT " was given up: %zu outputs dropped",
-            *chunk_seq, late.size ());
-        break;
-      }
-    }
-    return priv->src_ret.load ();
   }
-  ItemId id = identify_item (obj, session->id ());
-  item->caps_epoch = id.caps_epoch;
-  item->has_caps_epoch = id.has_caps_epoch;
-
-  /* this thread pushes what it makes releasable: the task is not woken */
-  gpufan::Arrival arrival = gst_gpufan_in_output_from_lane (self, session,
-      PendingArrival{ lane, id.seq, id.pts, gpufan::PayloadPtr (item) });
-  if (arrival.status == gpufan::ArrivalStatus::kLate)
-    GST_DEBUG_OBJECT (pad,
-        "item %" G_GUINT64_FORMAT " came after its slot was given up: "
-        "dropped",
-        arrival.seq);
-
-  /* downstream's result goes upstream, as queue does */
-  return priv->src_ret.load ();
+  taken->output_start = taken->session->clock ().NowNs ();
+  return true;
 }
 
 /* A marker of our fan-out (gst_gpufan_marker_new) came out of a lane: the
@@ -204,7 +105,8 @@ handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
       if (it->second.paired) {
         if (it->second.session->id () != session_id)
           return FALSE;
-        if (priv->flushing || it->second.flushing || it->second.eos) {
+        if (priv->output.FlushingUnlocked () || it->second.flushing
+            || it->second.eos) {
           gst_event_unref (event);
           return TRUE;
         }
@@ -227,150 +129,11 @@ handle_marker (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   return TRUE;
 }
 
-/* The paired session of @pad, or null. */
-static std::shared_ptr<gpufan::FanInPort>
-pad_session (GstGpuFanIn * self, GstPad * pad, guint * lane)
-{
-  std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
-  auto it = self->priv->pads.find (pad);
-  if (it == self->priv->pads.end () || !it->second.paired)
-    return nullptr;
-  *lane = it->second.lane;
-  return it->second.session;
-}
-
-/* Chunk mode: @event carries the item fields of our fan-out (the drain's EOS,
- * the flush that resets the branch, the force-key-unit before a chunk):
- * TRUE with the chunk's seq. */
-static gboolean
-is_chunk_event (GstGpuFanIn * self, GstPad * pad, GstEvent * event,
-    guint64 * seq)
-{
-  guint64 session_id = 0;
-  if (!gst_gpufan_event_get_item (event, &session_id, seq))
-    return FALSE;
-  guint lane = 0;
-  std::shared_ptr<gpufan::FanInPort> session = pad_session (self, pad, &lane);
-  return session && session->id () == session_id;
-}
-
-static void
-note_lane_reset (GstGpuFanIn * self, GstPad * pad)
-{
-  guint lane = 0;
-  if (std::shared_ptr<gpufan::FanInPort> session = pad_session (self, pad, &lane))
-    session->NoteLaneReset (lane);
-}
-
-/* The chunk open on @pad ended (its drain's EOS came, or the next chunk
- * began): its output goes into the window as one item. Without an open
- * chunk (its start event was lost), an empty one settles @seq. */
-static void
-end_chunk (GstGpuFanIn * self, GstPad * pad, std::optional<guint64> seq)
-{
-  GstGpuFanInPrivate * priv = self->priv;
-  std::shared_ptr<gpufan::FanInPort> session;
-  guint lane = 0;
-  std::unique_ptr<FanInItem> chunk;
-  {
-    std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    auto it = priv->pads.find (pad);
-    if (it == priv->pads.end () || !it->second.paired || priv->flushing
-        || it->second.flushing)
-      return;
-    session = it->second.session;
-    lane = it->second.lane;
-    chunk = std::move (it->second.chunk);
-    if (chunk && !seq)
-      seq = it->second.chunk_seq;
-  }
-  if (!seq)
-    return;
-  if (!chunk) {
-    chunk.reset (new FanInItem ());
-    chunk->lane = lane;
-    chunk->chunk.reset (new std::vector<gpufan::PayloadPtr> ());
-  }
-  GST_LOG_OBJECT (pad, "chunk %" G_GUINT64_FORMAT ": %zu outputs", *seq,
-      chunk->chunk->size ());
-  gpufan::Arrival arrival = gst_gpufan_in_output_from_lane (self, session,
-      PendingArrival{ lane, *seq, gpufan::kNoTime,
-          gpufan::PayloadPtr (chunk.release ()) });
-  if (arrival.status == gpufan::ArrivalStatus::kLate)
-    GST_DEBUG_OBJECT (pad,
-        "chunk %" G_GUINT64_FORMAT " came after it was given up: dropped",
-        *seq);
-}
-
-/* The chunk open on @pad ended at an EOS its branch made itself, not at its
- * drain: an element of the branch gave up on the stream (a queue whose
- * downstream returned an error posts it and sends an EOS of its own). The
- * chunk is lost and its lane failed: the Session gives it up, and the
- * fan-out's worker, waiting for it to settle, takes it as its branch's
- * error. */
-static void
-end_chunk_by_branch (GstGpuFanIn * self, GstPad * pad)
-{
-  std::shared_ptr<gpufan::FanInPort> session;
-  guint lane = 0;
-  guint64 seq = 0;
-  std::unique_ptr<FanInItem> chunk;
-  {
-    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
-    auto it = self->priv->pads.find (pad);
-    if (it == self->priv->pads.end () || !it->second.paired
-        || !it->second.chunk)
-      return;
-    session = it->second.session;
-    lane = it->second.lane;
-    seq = it->second.chunk_seq;
-    chunk = std::move (it->second.chunk);
-  }
-  GST_WARNING_OBJECT (pad, "chunk %" G_GUINT64_FORMAT " ended without its "
-      "drain (an EOS of the branch's own): %zu outputs dropped", seq,
-      chunk->chunk->size ());
-  session->EndChunkByBranch (lane, seq);
-}
-
-/* A chunk-start event of our fan-out: what the lane returns from now on is
- * chunk @seq's output. Consumed (TRUE); FALSE for anything else. */
-static gboolean
-handle_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
-{
-  guint64 session_id = 0, seq = 0;
-  guint chunk_lane = 0;
-  guint32 caps_epoch = 0, segment_epoch = 0;
-  if (!gst_gpufan_chunk_start_parse (event, &session_id, &chunk_lane, &seq,
-          &caps_epoch, &segment_epoch))
-    return FALSE;
-  if (!gst_gpufan_in_ensure_paired (self, pad))
-    return FALSE;
-  guint lane = 0;
-  std::shared_ptr<gpufan::FanInPort> session = pad_session (self, pad, &lane);
-  if (!session || session->id () != session_id)
-    return FALSE;
-  gst_event_unref (event);
-  self->priv->chunks_seen = true;
-  /* the previous chunk's drain did not come through: it ended here */
-  end_chunk (self, pad, std::nullopt);
-  std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
-  auto it = self->priv->pads.find (pad);
-  if (it != self->priv->pads.end ()) {
-    auto * chunk = new FanInItem ();
-    chunk->lane = lane;
-    chunk->chunk.reset (new std::vector<gpufan::PayloadPtr> ());
-    it->second.chunk.reset (chunk);
-    it->second.chunk_seq = seq;
-    it->second.chunk_caps_epoch = caps_epoch;
-    it->second.chunk_segment_epoch = segment_epoch;
-  }
-  return TRUE;
-}
-
 static GstFlowReturn
 gst_gpufan_in_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
 {
-  return handle_item (GST_GPUFAN_IN (parent), pad,
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  return gst_gpufan_in_handler (self).Arrive (self, pad,
       GST_MINI_OBJECT_CAST (buffer));
 }
 
@@ -380,26 +143,9 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   GstGpuFanIn * self = GST_GPUFAN_IN (parent);
   GstGpuFanInPrivate * priv = self->priv;
 
-  guint64 chunk_seq = 0;
-  switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_FLUSH_START:
-    case GST_EVENT_FLUSH_STOP:
-    case GST_EVENT_EOS:
-    case GST_EVENT_CUSTOM_DOWNSTREAM:
-      if (!is_chunk_event (self, pad, event, &chunk_seq))
-        break;
-      /* chunk mode: the drain's EOS ends the chunk; the flush that resets
-       * the branch and the force-key-unit before a chunk stay inside (the
-       * fan-out learns that its reset got through) */
-      if (GST_EVENT_TYPE (event) == GST_EVENT_EOS)
-        end_chunk (self, pad, chunk_seq);
-      else if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP)
-        note_lane_reset (self, pad);
-      gst_event_unref (event);
-      return TRUE;
-    default:
-      break;
-  }
+  /* the mode's own events first (chunk mode: a chunk's start and end) */
+  if (gst_gpufan_in_handler (self).HandleEvent (self, pad, event))
+    return TRUE;
 
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_FLUSH_START: {
@@ -407,13 +153,9 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
         auto it = priv->pads.find (pad);
-        if (it != priv->pads.end ()) {
-          it->second.flushing = true;
-          it->second.chunk.reset ();
-        }
-        first = !priv->flushing;
-        priv->flushing = true;
-        gst_gpufan_in_wake_output_unlocked (self);
+        if (it != priv->pads.end ())
+          it->second.StartFlush ();
+        first = priv->output.FlushUnlocked ();
       }
       if (!first) {
         gst_event_unref (event);
@@ -421,7 +163,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       }
       /* one FLUSH_START downstream, at once; then the task stops */
       gboolean res = gst_pad_push_event (self->srcpad, event);
-      gst_pad_pause_task (self->srcpad);
+      priv->output.PauseTask ();
       return res;
     }
     case GST_EVENT_FLUSH_STOP: {
@@ -436,10 +178,10 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         bool any_flushing = false;
         for (auto & kv : priv->pads)
           any_flushing |= kv.second.flushing;
-        if (!any_flushing && priv->flushing
+        if (!any_flushing && priv->output.FlushingUnlocked ()
             && GST_PAD_IS_ACTIVE (self->srcpad)) {
           last = true;
-          priv->flushing = false;
+          priv->output.StartUnlocked ();
           gst_gpufan_in_restart_output_unlocked (self);
         }
       }
@@ -448,24 +190,10 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         return TRUE;
       }
       gboolean res = gst_pad_push_event (self->srcpad, event);
-      gst_pad_start_task (self->srcpad, gst_gpufan_in_src_loop, self, nullptr);
+      priv->output.StartTask (gst_gpufan_in_src_loop, self);
       return res;
     }
     case GST_EVENT_EOS: {
-      /* an EOS without our fields in the middle of a chunk is not its
-       * drain (the drain passes on the fan-out's EOS, and the fan-out's own
-       * EOS comes after every drain): the branch ended the chunk itself */
-      bool open_chunk;
-      {
-        std::lock_guard<gpufan::Mutex> lk (priv->lock);
-        auto it = priv->pads.find (pad);
-        open_chunk = it != priv->pads.end () && it->second.chunk;
-      }
-      if (open_chunk) {
-        end_chunk_by_branch (self, pad);
-        gst_event_unref (event);
-        return TRUE;
-      }
       std::shared_ptr<gpufan::FanInPort> session;
       guint lane = 0;
       {
@@ -517,29 +245,12 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     }
     case GST_EVENT_GAP:
       /* a GAP stands for data: it takes its place in the order */
-      return handle_item (self, pad, GST_MINI_OBJECT_CAST (event))
+      return gst_gpufan_in_handler (self).Arrive (self, pad,
+                 GST_MINI_OBJECT_CAST (event))
           == GST_FLOW_OK;
     case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
       if (handle_marker (self, pad, event))
         return TRUE;
-      break;
-    case GST_EVENT_CUSTOM_DOWNSTREAM:
-      if (handle_chunk_start (self, pad, event))
-        return TRUE;
-      if (gst_video_event_is_force_key_unit (event)) {
-        /* inside a chunk: an encoder's answer to the chunk's own request
-         * (every chunk starts with a keyframe anyway) */
-        bool in_chunk;
-        {
-          std::lock_guard<gpufan::Mutex> lk (priv->lock);
-          auto it = priv->pads.find (pad);
-          in_chunk = it != priv->pads.end () && it->second.chunk;
-        }
-        if (in_chunk) {
-          gst_event_unref (event);
-          return TRUE;
-        }
-      }
       break;
     default:
       break;
@@ -576,7 +287,7 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 /* A serialized query (drain, allocation, ...) from a branch must not overtake
  * what that branch delivered before it: wait until all of it has left the
  * window, and then until the output batch that took it has been pushed.
- * Flush-aware; FALSE when flushing or when the output has stopped. Woken by
+ * Flush-aware; FALSE once the output's result is not OK. Woken by
  * the end of every output batch (mark_batch_done: items leave the window
  * only in a batch, a flow error is set in one) and by
  * gst_gpufan_in_wake_output_unlocked (flush, a released pad, deactivation);
@@ -605,20 +316,15 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad, GstQuery * query)
             session->clock ().NowNs ());
     }
   } uncount{ priv, nullptr, nullptr };
-  for (;;) {
+  /* the output's result, checked before the first wait and after each */
+  for (bool ok = priv->output.Result () == GST_FLOW_OK; ok;
+       ok = priv->output.WaitUnlocked (lk)) {
     auto it = priv->pads.find (pad);
-    if (it == priv->pads.end () || priv->flushing || it->second.flushing
-        || priv->src_ret.load () != GST_FLOW_OK)
+    if (it == priv->pads.end () || it->second.flushing)
       return FALSE;
-    if (!it->second.paired)
-      return TRUE;
-    /* Chunk mode: the branch was drained and reset for this chunk, and
-     * what the lane delivered before is whole in the window. A decoder
-     * that renegotiates at the chunk's start would otherwise wait here
-     * until the lane's earlier chunks left, that is until every chunk
-     * before them on other lanes was done: the lanes would take turns. An
-     * ALLOCATION answer changes nothing of the held buffers. */
-    if (it->second.chunk && GST_QUERY_TYPE (query) == GST_QUERY_ALLOCATION)
+    if (!it->second.paired
+        || gst_gpufan_in_handler (self).QueryPassesUnlocked (it->second,
+            query))
       return TRUE;
     if (!uncount.timer) {
       uncount.session = it->second.session;
@@ -632,8 +338,8 @@ wait_lane_released (GstGpuFanIn * self, GstPad * pad, GstQuery * query)
     }
     if (out_of_window && priv->batches_done >= last_batch)
       return TRUE;
-    priv->cond.wait (lk);
   }
+  return FALSE;
 }
 
 static gboolean

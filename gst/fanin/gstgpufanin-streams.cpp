@@ -71,6 +71,7 @@ gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
     pad = gst_pad_new_from_template (templ, pad_name);
     g_free (pad_name);
     priv->streams_out = true;
+    gst_gpufan_in_use_handler (self, gpufanin::streams_handler ());
     auto output = std::make_shared<gpufanin::StreamOutput> ();
     output->pad = GST_PAD (gst_object_ref (pad));
     output->index = index;
@@ -339,4 +340,62 @@ gst_gpufan_in_end_streams (GstGpuFanIn * self)
     o->eos_sent = true;
     gst_pad_push_event (o->pad, gst_event_new_eos ());
   }
+}
+
+namespace {
+
+/* Several input streams: items of stream k leave out of src_k, those of
+ * the single `sink` pad's stream out of src, as in frame mode. */
+class StreamsHandler : public gpufanin::ItemHandler {
+public:
+  const char * Name () const override { return "streams"; }
+  int Rank () const override { return 1; }
+
+  GstFlowReturn Arrive (GstGpuFanIn * self, GstPad * pad,
+      GstMiniObject * obj) const override
+  {
+    return gpufanin::frame_handler ().Arrive (self, pad, obj);
+  }
+
+  /* a chunk-start all the same (a src_%u requested beside chunk mode) */
+  bool HandleEvent (GstGpuFanIn * self, GstPad * pad,
+      GstEvent * event) const override
+  {
+    return gpufanin::frame_handler ().HandleEvent (self, pad, event);
+  }
+
+  /* Only once src_%u pads are there: see GstGpuFanInPrivate::streams_out */
+  bool OutputFromTask (GstGpuFanIn * self) const override
+  {
+    return self->priv->streams_out.load ();
+  }
+
+  bool PushReleased (GstGpuFanIn * self, gpufan::FanInPort & session,
+      gpufan::Released & released, bool * pause) const override
+  {
+    if (released.stream == gpufan::kMainStream)
+      return gpufanin::frame_handler ().PushReleased (self, session, released,
+          pause);
+    GstFlowReturn ret
+        = gst_gpufan_in_push_stream_released (self, released, session.id ());
+    if (ret == GST_FLOW_OK)
+      return true;
+    /* fatal (its error was posted): the output stops */
+    session.NoteOutputFailed ();
+    {
+      std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+      self->priv->output.PushReturnedUnlocked (ret);
+    }
+    *pause = true;
+    return false;
+  }
+};
+
+} // namespace
+
+const gpufanin::ItemHandler &
+gpufanin::streams_handler ()
+{
+  static const StreamsHandler handler;
+  return handler;
 }

@@ -50,9 +50,11 @@
 /* This file: the element and its pads, properties, state changes. The rest
  * of gpufanin, by concern: gstgpufanin-pairing.cpp, gstgpufanin-sink.cpp
  * (what comes out of the lanes), gstgpufanin-output.cpp (the reorder
- * window's output and the src pad's task), gstgpufanin-eos.cpp,
- * gstgpufanin-latency.cpp; shared state and the lock order in
- * gstgpufanin-private.h. */
+ * window's output and the src pad's task), gstgpufanin-output.h (the one
+ * flow result and its waits), gstgpufanin-eos.cpp, gstgpufanin-latency.cpp;
+ * the modes' item handlers (gstgpufanin-handler.h): gstgpufanin-frame.cpp,
+ * gstgpufanin-chunk.cpp (and -held.cpp), gstgpufanin-streams.cpp; shared
+ * state and the lock order in gstgpufanin-private.h. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -88,7 +90,7 @@ GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (gpufanin, "gpufanin", GST_RANK_NONE,
         "gpufan fan-in"));
 
 static gboolean
-gst_gpufan_in_src_activate_mode (GstPad * pad, GstObject * parent,
+gst_gpufan_in_src_activate_mode (GstPad *, GstObject * parent,
     GstPadMode mode, gboolean active)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (parent);
@@ -100,18 +102,17 @@ gst_gpufan_in_src_activate_mode (GstPad * pad, GstObject * parent,
   if (active) {
     {
       std::lock_guard<gpufan::Mutex> lk (priv->lock);
-      priv->flushing = false;
+      priv->output.StartUnlocked ();
       gst_gpufan_in_restart_output_unlocked (self);
     }
-    return gst_pad_start_task (pad, gst_gpufan_in_src_loop, self, nullptr);
+    return priv->output.StartTask (gst_gpufan_in_src_loop, self);
   }
 
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    priv->flushing = true;
-    gst_gpufan_in_wake_output_unlocked (self);
+    priv->output.FlushUnlocked ();
   }
-  return gst_pad_stop_task (pad);
+  return priv->output.StopTask ();
 }
 
 gboolean
@@ -133,6 +134,18 @@ gst_gpufan_in_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
   if (gst_gpufan_is_pair_query (query))
     return gst_gpufan_in_cross_pair_query (self, query);
   return gst_pad_query_default (pad, parent, query);
+}
+
+void
+gst_gpufan_in_use_handler (GstGpuFanIn * self,
+    const gpufanin::ItemHandler & handler)
+{
+  const gpufanin::ItemHandler * current = self->priv->handler.load ();
+  do {
+    if (current->Rank () >= handler.Rank ())
+      return; /* a mode learnt later never undoes one learnt earlier */
+  } while (!self->priv->handler.compare_exchange_weak (current, &handler));
+  GST_DEBUG_OBJECT (self, "item handler: %s", handler.Name ());
 }
 
 /* ------------------------------------------------------------------------ */
@@ -243,7 +256,7 @@ gst_gpufan_in_change_state (GstElement * element, GstStateChange transition)
       kv.second.eos = false;
       kv.second.flushing = false;
       kv.second.ClearSticky ();
-      kv.second.chunk.reset ();
+      kv.second.chunk.reset (); /* chunk mode's, if any */
       /* paired again at the next start: the fan-out may have changed */
       kv.second.paired = false;
       kv.second.session.reset ();
@@ -443,6 +456,7 @@ gst_gpufan_in_init (GstGpuFanIn * self)
   gst_segment_init (&self->priv->out_segment, GST_FORMAT_UNDEFINED);
 
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  self->priv->output.SetPad (self->srcpad);
   gst_pad_set_activatemode_function (self->srcpad,
       GST_DEBUG_FUNCPTR (gst_gpufan_in_src_activate_mode));
   gst_pad_set_event_function (self->srcpad,

@@ -162,7 +162,6 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   bool HasLane(uint32_t lane) const;
   // Like DispatchItem but never waits: std::nullopt when it would have to.
   std::optional<Dispatch> TryDispatchItem(int64_t pts_ns, int origin_gpu = -1);
-  bool HasStreams() const;
   // A stalled lane's liveness markers: due stall-timeout after each stall,
   // then stall-timeout after each marker (or check that found one due).
   LivenessMarker CheckLivenessMarker(uint32_t lane, int64_t *due_ns);
@@ -222,6 +221,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   SessionStats Stats() const;
   bool flushing() const;
   bool input_ended() const;
+  bool HasStreams() const;
   bool output_failed() const;
   int64_t AccountedForSinceNs() const;
 

@@ -36,6 +36,8 @@ class StatsView {
   }
   bool flushing() const { return core_->flushing(); }
   bool input_ended() const { return core_->input_ended(); }
+  // The fan-out has several input streams (AddStream, or a dispatch of one).
+  bool HasStreams() const { return core_->HasStreams(); }
   // The fan-in's output failed (FanInPort::NoteOutputFailed): the lanes'
   // pushes return that error too, and it is not theirs.
   bool output_failed() const { return core_->output_failed(); }
