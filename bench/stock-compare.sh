@@ -21,6 +21,10 @@
 #   bash bench/stock-compare.sh --no-verify      # skip the order check
 #   bash bench/stock-compare.sh -o "queue-size=32"   # gpufanout properties
 #   bash bench/stock-compare.sh -p black         # a cheaper source (as bench/'s)
+#   bash bench/stock-compare.sh -b build-before  # also time another build's
+#                                                # gpufan (a copy of build/ made
+#                                                # before a change): before/after
+#                                                # in the same run, alternating
 #
 # Needs a build (scripts/setup.sh; BUILD_DIR, default build).
 set -euo pipefail
@@ -35,6 +39,7 @@ reps=7
 verify=1
 fanout_props=""
 pattern=""
+baseline_dir=""
 
 usage() {
   sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -47,6 +52,7 @@ while (($#)); do
     --no-verify) verify=0; shift ;;
     -o | --fanout-props) fanout_props=$2; shift 2 ;;
     -p | --pattern) pattern=$2; shift 2 ;;
+    -b | --baseline-build) baseline_dir=$2; shift 2 ;;
     -h | --help) usage 0 ;;
     *) echo "stock-compare: unknown argument $1" >&2; usage 2 >&2 ;;
   esac
@@ -57,6 +63,11 @@ done
 [[ -e $build_dir/gst ]] ||
   { echo "stock-compare: no $build_dir/gst: run scripts/setup.sh first" >&2; exit 2; }
 export GST_PLUGIN_PATH="$root/$build_dir/gst"
+if [[ -n $baseline_dir ]]; then
+  [[ -e $baseline_dir/gst ]] ||
+    { echo "stock-compare: no $baseline_dir/gst (--baseline-build)" >&2; exit 2; }
+  baseline_dir=$(cd "$baseline_dir" && pwd)
+fi
 # A registry of its own, built once by the warm-up run below: no timed run
 # rescans the plugins.
 tmp=$(mktemp -d)
@@ -75,6 +86,15 @@ done
 
 # One whole process; appends "wall user sys" to $tmp/$1.times.
 run() { bench_timed_run "$1" "${!1}" "$tmp" stock-compare; }
+# The same gpufan pipeline with the baseline build's plugin (its own registry).
+baseline=$gpufan
+run_baseline() {
+  (
+    export GST_PLUGIN_PATH="$baseline_dir/gst"
+    export GST_REGISTRY_1_0="$tmp/registry-baseline.bin"
+    run baseline
+  )
+}
 
 # Warm-up (registry, page cache); not counted.
 # shellcheck disable=SC2086
@@ -82,23 +102,35 @@ gst-launch-1.0 -q ${gpufan/num-buffers=$frames/num-buffers=100} >/dev/null ||
   { echo "stock-compare: gpufanout/gpufanin did not run" >&2; exit 1; }
 # shellcheck disable=SC2086
 gst-launch-1.0 -q ${stock/num-buffers=$frames/num-buffers=100} >/dev/null
+if [[ -n $baseline_dir ]]; then
+  # shellcheck disable=SC2086
+  GST_PLUGIN_PATH="$baseline_dir/gst" GST_REGISTRY_1_0="$tmp/registry-baseline.bin" \
+    gst-launch-1.0 -q ${gpufan/num-buffers=$frames/num-buffers=100} >/dev/null ||
+    { echo "stock-compare: the baseline build's gpufan did not run" >&2; exit 1; }
+fi
 
 echo "stock-compare: $frames frames, $reps runs of each, alternating;" \
   "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "  gpufan: $gpufan"
 echo "  stock:  $stock"
+[[ -n $baseline_dir ]] && echo "  baseline: the gpufan line with $baseline_dir/gst"
 : >"$tmp/gpufan.times"
 : >"$tmp/stock.times"
+: >"$tmp/baseline.times"
 for ((i = 1; i <= reps; i++)); do
   run gpufan
   run stock
-  printf '  run %d: gpufan %s | stock %s  (wall user sys, s)\n' "$i" \
-    "$(tail -n1 "$tmp/gpufan.times")" "$(tail -n1 "$tmp/stock.times")"
+  line="gpufan $(tail -n1 "$tmp/gpufan.times") | stock $(tail -n1 "$tmp/stock.times")"
+  if [[ -n $baseline_dir ]]; then
+    run_baseline
+    line+=" | baseline $(tail -n1 "$tmp/baseline.times")"
+  fi
+  printf '  run %d: %s  (wall user sys, s)\n' "$i" "$line"
 done
 
 python=python3
 [[ -x /usr/bin/python3 ]] && python=/usr/bin/python3
-"$python" - "$frames" "$tmp/gpufan.times" "$tmp/stock.times" <<'EOF'
+"$python" - "$frames" "$tmp/gpufan.times" "$tmp/stock.times" "$tmp/baseline.times" <<'EOF'
 import statistics, sys
 frames = int(sys.argv[1])
 def load(path):
@@ -111,9 +143,17 @@ s = load(sys.argv[3])
 us = lambda sec: 1e6 * sec / frames
 print(f"\n{'median of ' + str(sum(1 for _ in open(sys.argv[2]))):<16} {'wall s':>8} {'CPU s':>8} "
       f"{'wall us/buf':>12} {'CPU us/buf':>11}")
-for name, (w, c) in (("gpufan", g), ("stock", s)):
+rows = [("gpufan", g), ("stock", s)]
+has_baseline = any(l.strip() for l in open(sys.argv[4]))
+if has_baseline:
+    b = load(sys.argv[4])
+    rows.append(("baseline", b))
+for name, (w, c) in rows:
     print(f"{name:<16} {w:8.3f} {c:8.3f} {us(w):12.2f} {us(c):11.2f}")
 print(f"{'gpufan / stock':<16} {g[0] / s[0]:8.2f}x {g[1] / s[1]:7.2f}x")
+if has_baseline:
+    print(f"{'baseline / stock':<16} {b[0] / s[0]:8.2f}x {b[1] / s[1]:7.2f}x")
+    print(f"{'gpufan / baseline':<16} {g[0] / b[0]:8.2f}x {g[1] / b[1]:7.2f}x")
 print(f"throughput gpufan / stock (wall): {s[0] / g[0]:.2f}x")
 EOF
 
