@@ -53,13 +53,10 @@ set_property (GObject * object, guint prop_id,
       unplace_all_lanes (self);
       break;
     case PROP_CHUNK: {
-      const gint mode = g_value_get_enum (value);
-      {
-        std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
-        priv->settings.streaming.chunk_mode = mode;
-      }
-      /* a chunk that has not begun moves off a stalled lane whole */
-      priv->session->SetChunkMode (mode != GST_GPUFAN_CHUNK_FRAME);
+      /* taken at the next READY->PAUSED (take_settings_snapshot), by the
+       * element and its Session together */
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
+      priv->settings.streaming.chunk_mode = g_value_get_enum (value);
       break;
     }
     case PROP_CHUNK_FRAMES: {
@@ -177,9 +174,11 @@ fanout::take_settings_snapshot (GstGpuFanOut * self)
     std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
     priv->streaming = priv->settings.streaming;
   }
-  /* the single sink pad's mode for this run */
-  priv->dispatcher = priv->streaming.chunk_mode != GST_GPUFAN_CHUNK_FRAME
-      ? make_chunk_dispatcher (self)
+  /* the single sink pad's mode for this run, and the Session's: a chunk
+   * that has not begun moves off a stalled lane whole */
+  const bool chunks = priv->streaming.chunk_mode != GST_GPUFAN_CHUNK_FRAME;
+  priv->session->SetChunkMode (chunks);
+  priv->dispatcher = chunks ? make_chunk_dispatcher (self)
       : make_frame_dispatcher (self);
 }
 
