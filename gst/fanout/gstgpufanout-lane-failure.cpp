@@ -279,6 +279,13 @@ fanout::combine_lane_results (GstGpuFanOut * self)
             + std::to_string (kv.first);
         continue;
       }
+      /* a lane that left (deactivated or released) with a fatal result:
+       * its failure was handled when it came (a failed lane that is
+       * released leaves the Failed state), and it speaks for the stream no
+       * more */
+      if (kv.second->state_unlocked () == LaneState::kInactive
+          && flow_is_fatal (r))
+        continue;
     }
     if (r == GST_FLOW_OK)
       any_ok = true;
