@@ -48,6 +48,38 @@ TEST(FanoutControl, FailLaneTakesTheLaneOut) {
   EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
 }
 
+// A failed lane whose pad is then deactivated (as its release does first)
+// leaves the Failed state with its fatal result: that result must not stop
+// the stream, which goes on on the other lane to its EOS.
+TEST(FanoutControl, AFailedLaneThatIsDeactivatedDoesNotStopTheStream) {
+  LaunchedPipeline p(
+      "videotestsrc is-live=true num-buffers=60 ! "
+      "video/x-raw,format=GRAY8,width=8,height=8,framerate=100/1 ! "
+      "gpufanout name=f devices=cpu:2 on-lane-error=drop-lane "
+      "gpufanin name=m ! fakesink sync=false "
+      "f.src_0 ! queue ! m.sink_0  f.src_1 ! queue ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.Play());
+  GstElement *f = p.element("f");
+  g_signal_emit_by_name(f, "fail-lane", 1u);
+  ASSERT_NE(p.bus().WaitFor([](GstMessage *m) {
+    return BusLog::IsElementMessage(m, "gpufan-lane-failed");
+  }),
+            nullptr)
+      << p.bus().ErrorsText();
+  GstPad *src1 = gst_element_get_static_pad(f, "src_1");
+  ASSERT_NE(src1, nullptr);
+  ASSERT_TRUE(gst_pad_set_active(src1, FALSE));
+  gst_object_unref(src1);
+  GstMessage *end = p.bus().WaitFor([](GstMessage *m) {
+    return GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS ||
+           GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR;
+  });
+  ASSERT_NE(end, nullptr) << "neither EOS nor ERROR";
+  EXPECT_EQ(GST_MESSAGE_TYPE(end), GST_MESSAGE_EOS) << p.bus().ErrorsText();
+  EXPECT_EQ(p.bus().CountType(GST_MESSAGE_ERROR), 0u) << p.bus().ErrorsText();
+}
+
 TEST(FanoutControl, FailLaneDoesNothingWhenLaneErrorsFailTheStream) {
   LaunchedPipeline p(kTwoLanes);
   ASSERT_TRUE(p.ok());
