@@ -327,3 +327,26 @@ gst_gpufan_stream_pad_name (guint32 stream)
 {
   return "sink_" + std::to_string (stream - 1);
 }
+
+gboolean
+gst_gpufan_query_set_stream (GstQuery * query, guint32 stream)
+{
+  if (!gst_query_is_writable (query))
+    return FALSE;
+  gst_structure_set (gst_query_writable_structure (query),
+      GST_GPUFAN_QUERY_STREAM_FIELD, G_TYPE_UINT, stream, nullptr);
+  return TRUE;
+}
+
+guint32
+gst_gpufan_query_take_stream (GstQuery * query)
+{
+  const GstStructure * s = gst_query_get_structure (query);
+  guint stream = 0;
+  if (!s || !gst_structure_get_uint (s, GST_GPUFAN_QUERY_STREAM_FIELD, &stream))
+    return 0;
+  if (gst_query_is_writable (query))
+    gst_structure_remove_field (gst_query_writable_structure (query),
+        GST_GPUFAN_QUERY_STREAM_FIELD);
+  return stream;
+}

@@ -34,7 +34,11 @@
  *
  * Upstream: an upstream event from gpufanin's src_k goes up every lane with
  * GST_GPUFAN_EVENT_STREAM_FIELD set; gpufanout sends it upstream once, to
- * sink_k's peer alone.
+ * sink_k's peer alone. An upstream query from src_k (duration, position,
+ * seeking...) goes up one lane at a time, as from the single src pad, with
+ * GST_GPUFAN_QUERY_STREAM_FIELD set; gpufanout answers it from sink_k's
+ * peer alone (the field taken off while it asks there), and FALSE when
+ * sink_k is gone. gpufanin takes the field off the answered query.
  *
  * Several input streams: gpufanout's sink_k feeds stream k + 1 in the
  * Session and leaves on gpufanin's src_k. A stream's own serialized events
@@ -149,6 +153,14 @@ std::string gst_gpufan_stream_pad_name (guint32 stream);
 /* An upstream event from gpufanin's src_k goes up every lane; this field
  * (the stream id) tells gpufanout to send it to sink_k's upstream alone. */
 #define GST_GPUFAN_EVENT_STREAM_FIELD "gpufan-stream"
+/* The same for an upstream query from gpufanin's src_k, in the query's
+ * structure: gpufanout answers it from sink_k's peer alone. */
+#define GST_GPUFAN_QUERY_STREAM_FIELD "gpufan-stream"
+/* Marks @query as stream @stream's; FALSE (unmarked) when the query is not
+ * writable (it then goes up as from the single src pad). */
+gboolean gst_gpufan_query_set_stream (GstQuery * query, guint32 stream);
+/* The stream @query is marked with (0: none), the mark taken off. */
+guint32 gst_gpufan_query_take_stream (GstQuery * query);
 
 /* An event of one input stream, on its way from gpufanout's sink_%u pad
  * through the Session's window to gpufanin's src_%u pad

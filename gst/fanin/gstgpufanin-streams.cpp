@@ -32,17 +32,21 @@ find_output (GstGpuFanIn * self, guint32 stream)
 /* An upstream event (a seek, QoS) from downstream of src_k concerns stream
  * k: it goes up the lanes as from the single src pad, marked with the
  * stream, and gpufanout sends it to sink_k's upstream alone. */
+static guint32
+stream_of_pad (GstGpuFanIn * self, GstPad * pad)
+{
+  std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+  for (auto & kv : self->priv->stream_outputs)
+    if (kv.second->pad == pad)
+      return kv.first;
+  return 0;
+}
+
 static gboolean
 stream_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
   GstGpuFanIn * self = GST_GPUFAN_IN (parent);
-  guint32 stream = 0;
-  {
-    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
-    for (auto & kv : self->priv->stream_outputs)
-      if (kv.second->pad == pad)
-        stream = kv.first;
-  }
+  const guint32 stream = stream_of_pad (self, pad);
   if (stream != 0) {
     event = GST_EVENT_CAST (
         gst_mini_object_make_writable (GST_MINI_OBJECT_CAST (event)));
@@ -50,6 +54,25 @@ stream_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
         GST_GPUFAN_EVENT_STREAM_FIELD, G_TYPE_UINT, stream, nullptr);
   }
   return gst_gpufan_in_src_event (pad, parent, event);
+}
+
+/* An upstream query (duration, position, seeking...) from downstream of
+ * src_k concerns stream k: it goes up the lanes one at a time as from the
+ * single src pad, marked with the stream, and gpufanout answers it from
+ * sink_k's upstream alone. The answer comes back unmarked. */
+static gboolean
+stream_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstGpuFanIn * self = GST_GPUFAN_IN (parent);
+  if (GST_QUERY_TYPE (query) == GST_QUERY_LATENCY
+      || gst_gpufan_is_pair_query (query))
+    return gst_gpufan_in_src_query (pad, parent, query);
+  const guint32 stream = stream_of_pad (self, pad);
+  const bool marked = stream != 0 && gst_gpufan_query_set_stream (query, stream);
+  const gboolean res = gst_gpufan_in_src_query (pad, parent, query);
+  if (marked)
+    gst_gpufan_query_take_stream (query);
+  return res;
 }
 
 GstPad *
@@ -78,7 +101,7 @@ gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
     priv->stream_outputs[gst_gpufan_stream_of_index (index)] = output;
   }
   gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (stream_src_event));
-  gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (gst_gpufan_in_src_query));
+  gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (stream_src_query));
   GST_PAD_SET_PROXY_CAPS (pad);
   if (GST_PAD_IS_ACTIVE (self->srcpad))
     gst_pad_set_active (pad, TRUE);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gpufanout's src pads: one per lane. Their pad functions keep the lane
  * in step with activation and linking, and answer what branches ask
- * upstream (the pairing query, a CUDA context, upstream events). */
+ * upstream (the pairing query, a CUDA context, upstream events and
+ * queries). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -223,6 +224,9 @@ gst_gpufan_out_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
   }
   if (gst_gpufan_is_cuda_context_query (query))
     return answer_cuda_context_query (self, pad, query);
+  /* From gpufanin's src_k (several streams): sink_k's upstream answers. */
+  if (guint32 stream = gst_gpufan_query_take_stream (query))
+    return forward_upstream_query (self, query, stream);
   return gst_pad_query_default (pad, parent, query);
 }
 

@@ -424,6 +424,19 @@ fanout::forward_upstream_event (GstGpuFanOut * self, GstPad * src,
   return res;
 }
 
+gboolean
+fanout::forward_upstream_query (GstGpuFanOut * self, GstQuery * query,
+    guint32 stream)
+{
+  GstPad * sink = gst_element_get_static_pad (GST_ELEMENT (self),
+      gst_gpufan_stream_pad_name (stream).c_str ());
+  const gboolean res = sink && gst_pad_peer_query (sink, query);
+  if (sink)
+    gst_object_unref (sink);
+  gst_gpufan_query_set_stream (query, stream);
+  return res;
+}
+
 GstPad *
 fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     const gchar * name)

@@ -34,6 +34,12 @@ void stream_release_pad (GstGpuFanOut * self, GstPad * pad);
  * single sink pad's. Takes @event. */
 gboolean forward_upstream_event (GstGpuFanOut * self, GstPad * src,
     GstEvent * event, guint stream);
+/* An upstream query that gpufanin's src_k sent up a lane (@stream k + 1,
+ * its mark taken off): sink_k's peer answers it (FALSE when sink_k is
+ * gone). The mark is back on the query when it returns, for the next lane
+ * that gpufanin may try. */
+gboolean forward_upstream_query (GstGpuFanOut * self, GstQuery * query,
+    guint32 stream);
 /* PAUSED->READY: every stream starts again. */
 void streams_reset (GstGpuFanOut * self);
 /* Data on the single sink pad: FALSE (an error posted) when sink_%u pads

@@ -399,6 +399,66 @@ TEST(Streams, AnUpstreamEventFromAStreamsPadReachesOnlyItsSource) {
   EXPECT_EQ(up1.load(), 2);
 }
 
+// A source pad's answer to duration and position queries: stream k's
+// duration is (k + 1) * 100 frames, its position (k + 1) * 10 frames; it
+// says whether the query came with gpufan's stream field (it must not).
+gboolean AnswerStreamQuery(GstPad *pad, GstObject *, GstQuery *query) {
+  const guint k = GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(pad), "k"));
+  const GstStructure *s = gst_query_get_structure(query);
+  if (s && gst_structure_has_field(s, "gpufan-stream"))
+    return FALSE;
+  switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_DURATION:
+      gst_query_set_duration(query, GST_FORMAT_TIME, (k + 1) * 100 * kFrame);
+      return TRUE;
+    case GST_QUERY_POSITION:
+      gst_query_set_position(query, GST_FORMAT_TIME, (k + 1) * 10 * kFrame);
+      return TRUE;
+    default:
+      return FALSE;
+  }
+}
+
+TEST(Streams, AQueryFromAStreamsPadIsAnsweredByItsSource) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  for (guint k = 0; k < 2; k++) {
+    g_object_set_data(G_OBJECT(rig.source(k).pad()), "k", GUINT_TO_POINTER(k));
+    gst_pad_set_query_function(rig.source(k).pad(), AnswerStreamQuery);
+  }
+  ASSERT_TRUE(rig.PlayAndStart());
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(1));
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(1));
+  // gst_pad_peer_query_* from the collector: a query on gpufanin's src_k
+  for (guint k = 0; k < 2; k++) {
+    gint64 duration = -1, position = -1;
+    EXPECT_TRUE(gst_pad_peer_query_duration(rig.out(k).pad(), GST_FORMAT_TIME,
+                                            &duration)) << "stream " << k;
+    EXPECT_EQ(duration, static_cast<gint64>((k + 1) * 100 * kFrame))
+        << "stream " << k;
+    EXPECT_TRUE(gst_pad_peer_query_position(rig.out(k).pad(), GST_FORMAT_TIME,
+                                            &position)) << "stream " << k;
+    EXPECT_EQ(position, static_cast<gint64>((k + 1) * 10 * kFrame))
+        << "stream " << k;
+  }
+  // the answer comes back without the stream field
+  GstQuery *q = gst_query_new_duration(GST_FORMAT_TIME);
+  EXPECT_TRUE(gst_pad_peer_query(rig.out(1).pad(), q));
+  EXPECT_FALSE(gst_structure_has_field(gst_query_get_structure(q),
+                                       "gpufan-stream"));
+  gst_query_unref(q);
+  // stream 1's pad gone: its queries fail, stream 0's still answer
+  rig.ReleaseSinkPad(1);
+  gint64 duration = -1;
+  EXPECT_FALSE(gst_pad_peer_query_duration(rig.out(1).pad(), GST_FORMAT_TIME,
+                                           &duration));
+  EXPECT_TRUE(gst_pad_peer_query_duration(rig.out(0).pad(), GST_FORMAT_TIME,
+                                          &duration));
+  EXPECT_EQ(duration, static_cast<gint64>(100 * kFrame));
+}
+
 GstPadProbeReturn DropEos(GstPad *, GstPadProbeInfo *info, gpointer) {
   return GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS
              ? GST_PAD_PROBE_DROP
