@@ -182,7 +182,7 @@ fanout::chunk_move_off_stalled (GstGpuFanOut * self, const LanePtr & lane)
   /* marked and moved under one hold of its lock: its worker begins nothing
    * in between (chunk_begin_held_unlocked) */
   std::lock_guard<gpufan::Mutex> lk (lane->lock);
-  lane_mark_stalled_unlocked (self, lane);
+  lane_mark_stalled_unlocked (lane);
   if (move_whole_chunks_unlocked (self, lane, lanes))
     self->priv->chunk_moves_pending = true;
 }

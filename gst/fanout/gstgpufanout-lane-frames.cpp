@@ -138,10 +138,10 @@ public:
     else
       push_scheduled_item (self, lane, item, result, link_generation);
   }
-  void on_stalled (GstGpuFanOut * self, const LanePtr & lane) const override
+  void on_stalled (GstGpuFanOut *, const LanePtr & lane) const override
   {
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
-    lane_mark_stalled_unlocked (self, lane);
+    lane_mark_stalled_unlocked (lane);
   }
   void on_failed_without_replay (GstGpuFanOut *,
       const LanePtr &) const override

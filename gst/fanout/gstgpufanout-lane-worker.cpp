@@ -36,7 +36,7 @@ fanout::push_marker (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
 }
 
 void
-fanout::lane_mark_stalled_unlocked (GstGpuFanOut *, const LanePtr & lane)
+fanout::lane_mark_stalled_unlocked (const LanePtr & lane)
 {
   /* its first marker is due when the Session says (CheckLivenessMarker) */
   lane->transition_unlocked (LaneEvent::kStalled);

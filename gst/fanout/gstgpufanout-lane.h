@@ -403,7 +403,7 @@ void lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane);
 /* Whether @lane may take replayed item @seq, with its lock held. */
 bool lane_takes_replay_unlocked (const LanePtr & lane, guint64 seq);
 /* The Session stalled the lane (lane_note_health); with its lock held. */
-void lane_mark_stalled_unlocked (GstGpuFanOut * self, const LanePtr & lane);
+void lane_mark_stalled_unlocked (const LanePtr & lane);
 /* A push's return as the Session counts it (lane-worker.cpp). */
 gpufan::PushOutcome outcome_of (GstFlowReturn ret);
 /* The worker: the Session learns how the push of @seq ended with the next
