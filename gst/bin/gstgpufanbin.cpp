@@ -84,6 +84,7 @@ static const ChildProperty child_properties[] = {
   { "stall-timeout", true },
   { "on-lane-error", false },
   { "on-stall", false },
+  { "metrics-port", false },
 };
 
 /* The bin's own default: a failing lane leaves, its frames go to the

@@ -28,6 +28,7 @@
 #include "gstgpufanout.h"
 #include "gstgpufantaskpool.h"
 #include "common/gstgpufanhostmemory.h"
+#include "common/gstgpufanmetrics.h"
 #include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
 
@@ -59,6 +60,9 @@ struct GstGpuFanOutPrivate {
   std::atomic<guint> stats_interval_ms{ DEFAULT_STATS_INTERVAL };
   std::atomic<gint> on_lane_error{ DEFAULT_ON_LANE_ERROR };
   std::atomic<gint> on_stall{ DEFAULT_ON_STALL };
+  /* serves the statistics on metrics-port from READY->PAUSED to
+   * PAUSED->READY (gstgpufanmetrics.h); state changes only */
+  GstGpuFanMetricsServer * metrics_server = nullptr;
   /* The single sink pad's way to the lanes (gstgpufanout-dispatcher.h):
    * chosen from `streaming` at READY->PAUSED, when no buffer flows;
    * streaming thread only. */

@@ -78,6 +78,11 @@ set_property (GObject * object, guint prop_id,
       priv->settings.trace_file = path ? path : "";
       break;
     }
+    case PROP_METRICS_PORT: {
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
+      priv->settings.metrics_port = g_value_get_uint (value);
+      break;
+    }
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -158,6 +163,11 @@ get_property (GObject * object, guint prop_id, GValue * value,
       std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
       g_value_set_string (value,
           priv->settings.trace_file.empty () ? nullptr : priv->settings.trace_file.c_str ());
+      break;
+    }
+    case PROP_METRICS_PORT: {
+      std::lock_guard<gpufan::Mutex> lk (priv->settings_lock);
+      g_value_set_uint (value, priv->settings.metrics_port);
       break;
     }
     default:
@@ -470,6 +480,22 @@ fanout::install_properties (GObjectClass * gobject_class)
           "every lane's work to this file while PAUSED or PLAYING (unset: "
           "the GPUFAN_TRACE environment variable, if set)",
           nullptr,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanOut:metrics-port:
+   *
+   * Serves the statistics (the stats property's) in the OpenMetrics text
+   * format at http://127.0.0.1:PORT/metrics while PAUSED or PLAYING, for
+   * Prometheus and the like (docs/elements.md, "Metrics"). 0: no server. A
+   * port that cannot be bound is a warning, not an error.
+   */
+  g_object_class_install_property (gobject_class, PROP_METRICS_PORT,
+      g_param_spec_uint ("metrics-port", "Metrics port",
+          "Serve the statistics in the OpenMetrics text format at "
+          "http://127.0.0.1:PORT/metrics while PAUSED or PLAYING (0: off)",
+          0, G_MAXUINT16, DEFAULT_METRICS_PORT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_READY)));
 }

@@ -18,6 +18,7 @@
 #define DEFAULT_QUEUE_SIZE 4
 #define DEFAULT_MAX_IN_FLIGHT 0
 #define DEFAULT_STATS_INTERVAL 0
+#define DEFAULT_METRICS_PORT 0
 #define DEFAULT_WEIGHT 1.0
 #define DEFAULT_DEVICES "auto"
 #define DEFAULT_MIN_FREE_MEMORY 0
@@ -112,6 +113,8 @@ struct Settings {
   GstGpuFanStaging staging = DEFAULT_STAGING;
   /* the trace-file property ("": none; GPUFAN_TRACE then) */
   std::string trace_file;
+  /* the metrics-port property (0: no metrics server) */
+  guint metrics_port = DEFAULT_METRICS_PORT;
 };
 
 } // namespace fanout
@@ -134,5 +137,6 @@ enum {
   PROP_ON_LANE_ERROR,
   PROP_ON_STALL,
   PROP_TRACE_FILE,
+  PROP_METRICS_PORT,
 };
 

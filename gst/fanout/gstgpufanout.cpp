@@ -214,6 +214,41 @@ start_trace (GstGpuFanOut * self)
         ("No trace: %s", error.c_str ()), (nullptr));
 }
 
+/* The metrics-port server (gstgpufanmetrics.h): its own thread takes the
+ * statistics, never a streaming thread. A port that cannot be bound is a
+ * warning: the stream goes on without metrics. */
+static void
+start_metrics (GstGpuFanOut * self)
+{
+  guint port;
+  {
+    std::lock_guard<gpufan::Mutex> lk (self->priv->settings_lock);
+    port = self->priv->settings.metrics_port;
+  }
+  if (port == 0 || self->priv->metrics_server)
+    return;
+  gpufan::StatsView view = *self->priv->session;
+  GError * error = nullptr;
+  self->priv->metrics_server = gst_gpufan_metrics_server_start (port,
+      [view] () { return view.Stats (); }, &error);
+  if (self->priv->metrics_server) {
+    GST_INFO_OBJECT (self, "serving metrics at http://127.0.0.1:%u/metrics",
+        port);
+  } else {
+    GST_ELEMENT_WARNING (self, RESOURCE, OPEN_READ_WRITE,
+        ("No metrics: cannot listen on 127.0.0.1:%u (metrics-port)", port),
+        ("%s", error ? error->message : "unknown error"));
+    g_clear_error (&error);
+  }
+}
+
+static void
+stop_metrics (GstGpuFanOut * self)
+{
+  gst_gpufan_metrics_server_stop (self->priv->metrics_server);
+  self->priv->metrics_server = nullptr;
+}
+
 static GstStateChangeReturn
 gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
 {
@@ -231,13 +266,16 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
     /* the pads are not active yet: no buffer flows */
     take_settings_snapshot (self);
     start_trace (self);
+    start_metrics (self);
   }
 
   GstStateChangeReturn ret
       = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
   if (ret == GST_STATE_CHANGE_FAILURE) {
-    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED)
+    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
       priv->session->StopTrace ();
+      stop_metrics (self);
+    }
     return ret;
   }
 
@@ -248,6 +286,7 @@ gst_gpufan_out_change_state (GstElement * element, GstStateChange transition)
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     priv->session->StopTrace ();
+    stop_metrics (self);
     /* the pads are inactive: no buffer flows */
     priv->dispatcher->Forget ();
     priv->segment_epoch = 0;
@@ -327,6 +366,7 @@ gst_gpufan_out_finalize (GObject * object)
   self->priv->session->SetDrainListener (nullptr);
   self->priv->session->SetReleaseListener (nullptr);
   replay_forget (self);
+  stop_metrics (self);
   gst_clear_caps (&self->priv->lanes_caps);
   delete self->priv;
   G_OBJECT_CLASS (parent_class)->finalize (object);
