@@ -42,6 +42,7 @@ packages=(
   clang-format                      # formatter (.clang-format)
   python3                           # scripts/summarize-tests.py
   python3-gst-1.0                   # PyGObject + GStreamer overrides: examples/python, its test
+  python3-prometheus-client         # OpenMetrics parser: tests/python/scrape_metrics.py
   stress-ng                         # CPU load for scripts/loaded-runs.sh (flakiness runs)
 )
 

@@ -235,6 +235,14 @@ gst_gpufan_metrics_format (const gpufan::SessionStats & s)
     StreamFamily (w, s, "gpufan_stream_max_wait_seconds", "gauge",
         "The longest admission wait of the stream's frames.",
         [](const StreamStats & st) { return Seconds (st.max_wait_ns); });
+    StreamFamily (w, s, "gpufan_stream_latency_seconds", "gauge",
+        "The mean time from admission until the stream's frames left the "
+        "reorder window.",
+        [](const StreamStats & st) { return Seconds (st.latency_ns); });
+    StreamFamily (w, s, "gpufan_stream_max_latency_seconds", "gauge",
+        "The longest time from admission until one of the stream's frames "
+        "left the reorder window.",
+        [](const StreamStats & st) { return Seconds (st.max_latency_ns); });
     StreamFamily (w, s, "gpufan_stream_fps", "gauge",
         "The stream's frames dispatched per second.",
         [](const StreamStats & st) { return Number (st.fps); });

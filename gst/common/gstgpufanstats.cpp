@@ -107,7 +107,9 @@ stream_stats_to_structure (const gpufan::StreamStats & st)
       G_TYPE_UINT64, st.flushed, "leaky-dropped", G_TYPE_UINT64,
       st.leaky_dropped, "in-flight", G_TYPE_UINT, st.in_flight, "wait-time",
       G_TYPE_UINT64, (guint64)MAX (st.wait_ns, 0), "max-wait-time",
-      G_TYPE_UINT64, (guint64)MAX (st.max_wait_ns, 0), "fps", G_TYPE_DOUBLE,
+      G_TYPE_UINT64, (guint64)MAX (st.max_wait_ns, 0), "latency",
+      G_TYPE_UINT64, (guint64)MAX (st.latency_ns, 0), "max-latency",
+      G_TYPE_UINT64, (guint64)MAX (st.max_latency_ns, 0), "fps", G_TYPE_DOUBLE,
       st.fps, nullptr);
 }
 

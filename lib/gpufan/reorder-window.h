@@ -16,6 +16,8 @@
 namespace gpufan {
 
 constexpr uint32_t kNoLane = UINT32_MAX;
+// No time (a clock reading never is negative).
+constexpr int64_t kNoTime = -1;
 // The stream of a fan-out with one input (its `sink` pad); the streams of
 // request sink pads are numbered from 1.
 constexpr uint32_t kMainStream = 0;
@@ -28,6 +30,7 @@ struct Released {
   // (InsertArrived): only awaited items count as leaving the in-flight set.
   uint32_t lane = kNoLane;
   uint32_t stream = kMainStream;  // the input stream it belongs to
+  int64_t opened_ns = kNoTime;    // an item's dispatch (Open), for latency
   // Set by Session::TakeReady on one payload per item of an input stream:
   // the item still counts against its stream's bound until the fan-in's
   // output of that stream is done with it (Session::StreamOutputDone).
@@ -162,6 +165,7 @@ class GPUFAN_API ReorderWindow {
     uint32_t stream = kMainStream;
     SlotState state = SlotState::kPending;
     int64_t since_ns = 0;
+    int64_t opened_ns = kNoTime;  // Open's now (since_ns restarts as head)
     std::vector<Attached> before;  // attachments that precede this slot
     // What came back for it (kArrived), in arrival order: the first one
     // inline (the usual case needs no allocation), any further ones after.

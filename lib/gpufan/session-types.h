@@ -15,8 +15,6 @@
 
 namespace gpufan {
 
-constexpr int64_t kNoTime = -1;
-
 struct SessionConfig {
   Policy policy = Policy::kAdaptive;
   uint32_t lane_queue_size =

@@ -351,7 +351,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns);
   // Item `released` of a stream left the window (counted once per item);
   // one with a payload now holds a slot at the stream's output.
-  void CountStreamReleaseUnlocked(Released& released);
+  void CountStreamReleaseUnlocked(Released& released, int64_t now_ns);
   // A stream's admission bound is reached (its own bound counts the items at
   // its output; without one, those alone are bounded by the session's).
   bool StreamBlockedUnlocked(const Stream& s) const;

@@ -137,6 +137,11 @@ struct StreamStats {
   uint32_t in_flight = 0;   // dispatched, not yet out of the window
   int64_t wait_ns = 0;      // admission: total time its frames waited
   int64_t max_wait_ns = 0;  // admission: the longest wait
+  // From admission until it left the window, over `delivered` frames: the
+  // mean and the longest (0 before the first).
+  int64_t latency_ns = 0;
+  int64_t max_latency_ns = 0;
+  int64_t latency_total_ns = 0;  // the sum the mean comes from
   double fps = 0.0;         // dispatched / time since its first dispatch
 };
 

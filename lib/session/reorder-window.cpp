@@ -37,6 +37,7 @@ void ReorderWindow::Open(uint64_t seq, uint32_t lane, int64_t now_ns,
   slot.stream = stream;
   streams_ = streams_ || stream != kMainStream;
   slot.since_ns = now_ns;
+  slot.opened_ns = now_ns;
   // Attachments waiting behind every released slot precede this one.
   slot.before = std::move(trailing_);
   trailing_.clear();
@@ -179,10 +180,11 @@ void ReorderWindow::ReleaseSlot(Slot& slot, std::vector<Released>& out) {
                            slot.awaited ? slot.lane : kNoLane, slot.stream});
   } else {
     const uint32_t lane = slot.awaited ? slot.lane : kNoLane;
-    out.push_back(
-        Released{std::move(slot.payload), slot.seq, lane, slot.stream});
+    out.push_back(Released{std::move(slot.payload), slot.seq, lane,
+                           slot.stream, slot.opened_ns});
     for (PayloadPtr& p : slot.more)
-      out.push_back(Released{std::move(p), slot.seq, lane, slot.stream});
+      out.push_back(
+          Released{std::move(p), slot.seq, lane, slot.stream, slot.opened_ns});
     slot.more.clear();
   }
   // Counted out as it leaves: a marker is no longer held (awaited_occupancy).

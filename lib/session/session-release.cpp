@@ -106,7 +106,7 @@ void Session::TakeReadyUnlocked(ReadyBatch *batch) {
                       r.payload ? "release" : "release (lost)", now, r.seq);
     DecrementInFlightUnlocked(r.stream);
     if (r.stream != kMainStream)
-      CountStreamReleaseUnlocked(r);
+      CountStreamReleaseUnlocked(r, now);
   }
   if (counted_any)
     NotifyAdmitUnlocked();

@@ -101,12 +101,18 @@ void Session::CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns) {
     s.first_dispatch_ns = now_ns;
 }
 
-void Session::CountStreamReleaseUnlocked(Released& released) {
+void Session::CountStreamReleaseUnlocked(Released& released, int64_t now_ns) {
   auto it = streams_.find(released.stream);
   if (it == streams_.end())
     return;
   if (released.payload) {
-    it->second.counters.delivered++;
+    StreamStats& c = it->second.counters;
+    c.delivered++;
+    if (released.opened_ns != kNoTime && now_ns >= released.opened_ns) {
+      const int64_t latency = now_ns - released.opened_ns;
+      c.latency_total_ns += latency;
+      c.max_latency_ns = std::max(c.max_latency_ns, latency);
+    }
     it->second.at_output++;
     released.holds_stream_slot = true;
   } else {
@@ -179,6 +185,9 @@ void Session::StreamStatsUnlocked(SessionStats *stats, int64_t now_ns) const {
     out.stream = id;
     out.weight = s.weight;
     out.max_in_flight = s.max_in_flight;
+    if (out.delivered > 0)
+      out.latency_ns =
+          out.latency_total_ns / static_cast<int64_t>(out.delivered);
     out.in_flight = s.in_flight;
     const int64_t elapsed =
         s.first_dispatch_ns == kNoTime ? 0 : now_ns - s.first_dispatch_ns;

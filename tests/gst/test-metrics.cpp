@@ -123,6 +123,8 @@ gpufan::SessionStats MadeUpStats() {
   st.stream = 1;  // sink_0
   st.delivered = 8;
   st.lost = 1;
+  st.latency_ns = 250'000'000;
+  st.max_latency_ns = 1'500'000'000;
   s.streams = {st};
   return s;
 }
@@ -164,6 +166,12 @@ TEST(MetricsFormat, MadeUpStatistics) {
             std::string::npos);
   EXPECT_NE(text.find("\ngpufan_stream_lost_total{stream=\"0\"} 1\n"),
             std::string::npos);
+  EXPECT_NE(text.find("\ngpufan_stream_latency_seconds{stream=\"0\"} 0.25\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("\ngpufan_stream_max_latency_seconds{stream=\"0\"} 1.5\n"),
+      std::string::npos);
   // every family has its TYPE and HELP, once
   size_t types = 0, helps = 0;
   for (size_t at = 0; (at = text.find("# TYPE ", at)) != std::string::npos;

@@ -531,6 +531,34 @@ TEST_F(SessionStreamsTest, ItemsAtAStreamsOutputAreBoundedWithoutABound) {
   EXPECT_EQ(DoneAt(0).second.status, DispatchStatus::kOk);
 }
 
+TEST_F(SessionStreamsTest, LatencyIsCountedPerStreamFromAdmissionToRelease) {
+  Make(2, 0);
+  const Dispatch a = Send(1);
+  clock_->Advance(10 * kMs);
+  const Dispatch b = Send(2);
+  clock_->Advance(30 * kMs);
+  EXPECT_EQ(Complete(a, "a"), (Strings{"a@0#1"}));  // 40 ms
+  EXPECT_EQ(Complete(b, "b"), (Strings{"b@1#2"}));  // 30 ms
+  const Dispatch c = Send(1);
+  clock_->Advance(20 * kMs);
+  EXPECT_EQ(Complete(c, "c"), (Strings{"c@2#1"}));  // 20 ms
+  StreamStats one = StreamOf(1);
+  EXPECT_EQ(one.delivered, 2u);
+  EXPECT_EQ(one.latency_ns, 30 * kMs);
+  EXPECT_EQ(one.max_latency_ns, 40 * kMs);
+  StreamStats two = StreamOf(2);
+  EXPECT_EQ(two.latency_ns, 30 * kMs);
+  EXPECT_EQ(two.max_latency_ns, 30 * kMs);
+  // a lost frame has no latency
+  const Dispatch d = Send(2);
+  clock_->Advance(500 * kMs);
+  session_->OnPushed(d.lane, d.seq, PushOutcome::kDropped);
+  Take();
+  two = StreamOf(2);
+  EXPECT_EQ(two.delivered, 1u);
+  EXPECT_EQ(two.max_latency_ns, 30 * kMs);
+}
+
 TEST_F(SessionStreamsTest, AMainStreamItemHoldsNoStreamSlot) {
   Make(1, 0);
   const Dispatch d = Send(kMainStream);
