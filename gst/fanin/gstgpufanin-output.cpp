@@ -330,6 +330,13 @@ output_batch_locked (GstGpuFanIn * self,
     if (!handler.PushReleased (self, *session, released, pause))
       break; /* the output stopped: the rest of the batch is dropped */
   }
+  /* what no stream's output took gives its stream slot back */
+  for (gpufan::Released & released : batch.items) {
+    if (released.holds_stream_slot) {
+      released.holds_stream_slot = false;
+      session->StreamOutputDone (released.stream);
+    }
+  }
   handler.AfterBatch (self, session, pause);
   mark_batch_done (priv);
   *generation = batch.generation;

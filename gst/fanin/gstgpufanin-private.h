@@ -38,6 +38,7 @@
 #include "common/gstgpufanprotocol.h"
 #include "common/gstgpufanutils.h"
 #include "gstgpufanin-handler.h"
+#include "gstgpufanin-stream-output.h"
 #include "gstgpufanin-output.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_gpufan_in_debug);
@@ -193,51 +194,6 @@ struct PendingArrival {
   bool marker = false; /* proves the lane's items up to seq */
 };
 
-/* One input stream's output: a src_%u pad (gstgpufanin-streams.cpp). The
- * map of them is under GstGpuFanInPrivate::lock; the output fields under
- * output_lock (the stream's flush handlers take it too). */
-struct StreamOutput {
-  GstPad * pad = nullptr; /* a reference */
-  guint index = 0;        /* src_<index> */
-  /* between the stream's FLUSH_START and FLUSH_STOP: its items are dropped
-   * (set without output_lock: a push blocked downstream holds it) */
-  std::atomic<bool> flushing{ false };
-  /* What downstream of it has seen (under output_lock). */
-  bool stream_start_sent = false;
-  GstEvent * caps_event = nullptr; /* the lanes' caps event last sent */
-  GstCaps * caps = nullptr;
-  /* the stream's segment, sent before its next frame (not before caps) */
-  GstEvent * segment = nullptr;
-  bool segment_sent = false;
-  /* sticky events (tags...) that came before the first caps */
-  std::vector<GstEvent *> held;
-  bool eos_sent = false;
-  bool warned_not_linked = false;
-
-  StreamOutput () = default;
-  StreamOutput (const StreamOutput &) = delete;
-  StreamOutput & operator= (const StreamOutput &) = delete;
-  ~StreamOutput ()
-  {
-    Restart ();
-    gst_clear_event (&caps_event);
-    gst_clear_caps (&caps);
-    if (pad)
-      gst_object_unref (pad);
-  }
-  /* a flush's end or a new start: the stream starts over (caps stay) */
-  void Restart ()
-  {
-    gst_clear_event (&segment);
-    segment_sent = false;
-    for (GstEvent * e : held)
-      gst_event_unref (e);
-    held.clear ();
-    eos_sent = false;
-  }
-};
-
-using StreamOutputPtr = std::shared_ptr<StreamOutput>;
 
 } // namespace gpufanin
 
@@ -335,7 +291,7 @@ struct GstGpuFanInPrivate {
   std::atomic<bool> streams_out{ false };
   /* Several streams: the gpufan-stats message went out before the last
    * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
-  bool streams_stats_posted = false; /* under output_lock */
+  std::atomic<bool> streams_stats_posted{ false };
 
   ~GstGpuFanInPrivate ()
   {
@@ -414,16 +370,16 @@ gboolean gst_gpufan_in_src_query (GstPad * pad, GstObject * parent,
 GstPad * gst_gpufan_in_stream_request_pad (GstGpuFanIn * self,
     GstPadTemplate * templ, const gchar * name);
 void gst_gpufan_in_stream_release_pad (GstGpuFanIn * self, GstPad * pad);
-/* An item or event of stream @released.stream leaves the window: out of its
- * src pad. Under output_lock. Not OK only for a fatal flow (an error was
- * posted): one stream's FLUSHING, EOS or NOT_LINKED is its own. */
-GstFlowReturn gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
-    gpufan::Released & released, guint64 session_id);
+/* An item or event of stream @released.stream left the window: to its src
+ * pad's queue (gstgpufanin-stream-output.h). Under output_lock; never
+ * waits for downstream. */
+void gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
+    gpufan::Released & released);
 /* A new session: its streams' flushes reach our src pads (unset on none). */
 void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::FanInPort> & session, bool listen);
-/* The end: every stream's src pad that has not had EOS gets it. Under
- * output_lock. */
+/* The end: every stream's src pad that has not had EOS gets it (after what
+ * its queue holds). Under output_lock. */
 void gst_gpufan_in_end_streams (GstGpuFanIn * self);
 /* A new start: every stream's output starts over. */
 void gst_gpufan_in_restart_streams (GstGpuFanIn * self);

@@ -81,6 +81,7 @@ gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
 {
   GstGpuFanInPrivate * priv = self->priv;
   GstPad * pad;
+  gpufanin::StreamOutput * output_ptr;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     guint index = 0;
@@ -96,12 +97,18 @@ gst_gpufan_in_stream_request_pad (GstGpuFanIn * self, GstPadTemplate * templ,
     priv->streams_out = true;
     gst_gpufan_in_use_handler (self, gpufanin::streams_handler ());
     auto output = std::make_shared<gpufanin::StreamOutput> ();
+    output->element = self;
     output->pad = GST_PAD (gst_object_ref (pad));
     output->index = index;
+    output->stream = gst_gpufan_stream_of_index (index);
     priv->stream_outputs[gst_gpufan_stream_of_index (index)] = output;
+    output_ptr = output.get ();
   }
   gst_pad_set_event_function (pad, GST_DEBUG_FUNCPTR (stream_src_event));
   gst_pad_set_query_function (pad, GST_DEBUG_FUNCPTR (stream_src_query));
+  gst_pad_set_activatemode_function_full (pad,
+      GST_DEBUG_FUNCPTR (gst_gpufan_in_stream_output_activate), output_ptr,
+      nullptr);
   GST_PAD_SET_PROXY_CAPS (pad);
   if (GST_PAD_IS_ACTIVE (self->srcpad))
     gst_pad_set_active (pad, TRUE);
@@ -163,7 +170,9 @@ stream_flush (GstGpuFanIn * self, guint32 stream, bool start)
   if (!output)
     return;
   output->flushing = true;
+  /* unblocks a push of the stream's task held downstream */
   gst_pad_push_event (output->pad, gst_event_new_flush_start ());
+  gst_gpufan_in_stream_output_flush (*output);
 }
 
 void
@@ -180,169 +189,26 @@ gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
   });
 }
 
-/* Sends what must precede the stream's next frame: its stream-start, the
- * lanes' caps (@caps_event, may be null), its segment, and the events held
- * until there were caps. */
-static void
-push_stream_sticky (GstGpuFanIn * self, gpufanin::StreamOutput & o,
-    GstEvent * caps_event)
+void
+gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
+    gpufan::Released & released)
 {
-  /* a sticky event refused by a pad that started flushing meanwhile is not
-   * kept there: it counts as not sent */
-  auto sent = [&o] (GstEvent * event) {
-    return gst_pad_push_event (o.pad, event) || !GST_PAD_IS_FLUSHING (o.pad);
-  };
-  if (!o.stream_start_sent) {
-    /* upstream's own came through the window; none came (the stream began
-     * before this pad existed): one of ours */
-    gchar * id = g_strdup_printf ("%s/%s", GST_OBJECT_NAME (self),
-        GST_OBJECT_NAME (o.pad));
-    o.stream_start_sent = sent (gst_event_new_stream_start (id));
-    g_free (id);
-  }
-  if (caps_event && caps_event != o.caps_event) {
-    GstCaps * caps;
-    gst_event_parse_caps (caps_event, &caps);
-    if (o.caps && gst_caps_is_equal (caps, o.caps)) {
-      gst_event_replace (&o.caps_event, caps_event);
-    } else if (sent (gst_event_ref (caps_event))) {
-      gst_caps_replace (&o.caps, caps);
-      gst_event_replace (&o.caps_event, caps_event);
-    }
-  }
-  if (!o.caps)
-    return; /* segment and the rest wait for caps */
-  if (o.segment && !o.segment_sent) {
-    gst_pad_push_event (o.pad, gst_event_ref (o.segment));
-    o.segment_sent = true;
-  }
-  for (GstEvent * e : o.held)
-    gst_pad_push_event (o.pad, e);
-  o.held.clear ();
-}
-
-/* The pipeline's EOS follows the last stream's: the gpufan-stats message
- * goes before that one (not at the lanes' end, as with one stream). Under
- * output_lock. */
-static void
-post_stats_before_last_eos (GstGpuFanIn * self)
-{
-  GstGpuFanInPrivate * priv = self->priv;
+  gpufanin::StreamOutputPtr output;
   std::shared_ptr<gpufan::FanInPort> session;
   {
-    std::lock_guard<gpufan::Mutex> lk (priv->lock);
-    for (auto & kv : priv->stream_outputs)
-      if (!kv.second->eos_sent)
-        return;
-    session = priv->session;
+    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
+    auto it = self->priv->stream_outputs.find (released.stream);
+    if (it != self->priv->stream_outputs.end ())
+      output = it->second;
+    session = self->priv->session;
   }
-  if (!session || priv->streams_stats_posted)
-    return;
-  priv->streams_stats_posted = true;
-  gst_element_post_message (GST_ELEMENT (self),
-      gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
-}
-
-/* One of the stream's own events, in its place among its frames. Takes
- * @event. */
-static void
-push_stream_event (GstGpuFanIn * self, gpufanin::StreamOutput & o,
-    GstEvent * event)
-{
-  switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_STREAM_START:
-      /* a new stream after an EOS flows again (as a pad's EOS flag goes) */
-      o.stream_start_sent = true;
-      o.eos_sent = false;
-      gst_pad_push_event (o.pad, event);
-      return;
-    case GST_EVENT_SEGMENT:
-      gst_event_replace (&o.segment, event);
-      gst_event_unref (event);
-      o.segment_sent = false;
-      if (o.caps)
-        push_stream_sticky (self, o, nullptr);
-      return;
-    case GST_EVENT_EOS:
-      push_stream_sticky (self, o, nullptr);
-      o.eos_sent = true;
-      post_stats_before_last_eos (self);
-      gst_pad_push_event (o.pad, event);
-      return;
-    default:
-      if (!o.caps && GST_EVENT_IS_STICKY (event)) {
-        o.held.push_back (event);
-        return;
-      }
-      gst_pad_push_event (o.pad, event);
-      return;
-  }
-}
-
-GstFlowReturn
-gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
-    gpufan::Released & released, guint64 session_id)
-{
-  gpufanin::StreamOutputPtr output = find_output (self, released.stream);
-  auto * attached
-      = dynamic_cast<GstGpuFanStreamEvent *> (released.payload.get ());
-  if (output && attached
-      && GST_EVENT_TYPE (attached->event) == GST_EVENT_FLUSH_STOP) {
-    /* the end of the stream's flush: it starts over (its caps and
-     * stream-start stay on the pad) */
-    output->Restart ();
-    GstEvent * stop = attached->event;
-    attached->event = nullptr;
-    gst_pad_push_event (output->pad, stop);
-    output->flushing = false;
-    return GST_FLOW_OK;
-  }
-  if (!output || output->flushing.load ()) {
+  gpufanin::QueuedRelease item (std::move (released), session);
+  if (!output) {
     GST_LOG_OBJECT (self, "no output for %s now: dropped",
-        gst_gpufan_stream_pad_name (released.stream).c_str ());
-    return GST_FLOW_OK;
+        gst_gpufan_stream_pad_name (item.released ().stream).c_str ());
+    return;
   }
-  gpufanin::StreamOutput & o = *output;
-  if (attached) {
-    GstEvent * event = attached->event;
-    attached->event = nullptr;
-    if (!o.eos_sent || GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
-      push_stream_event (self, o, event);
-    else
-      gst_event_unref (event);
-    return GST_FLOW_OK;
-  }
-
-  auto * item = static_cast<FanInItem *> (released.payload.get ());
-  if (o.eos_sent)
-    return GST_FLOW_OK; /* a frame after its stream's EOS: none should be */
-  push_stream_sticky (self, o, item->caps);
-  GstMiniObject * obj = item->obj;
-  item->obj = nullptr;
-  GstFlowReturn ret = GST_FLOW_OK;
-  if (GST_IS_BUFFER (obj)) {
-    GstBuffer * buffer = GST_BUFFER_CAST (obj);
-    if (gst_buffer_find_gpufan_meta (buffer, session_id)) {
-      buffer = gst_buffer_make_writable (buffer);
-      gst_buffer_remove_gpufan_meta (buffer, session_id);
-    }
-    gst_gpufan_in_move_to_output_device (self, o.pad, &buffer);
-    ret = gst_pad_push (o.pad, buffer);
-  } else {
-    gst_pad_push_event (o.pad,
-        gst_gpufan_event_clear_item (GST_EVENT_CAST (obj)));
-  }
-  if (ret >= GST_FLOW_EOS || ret == GST_FLOW_NOT_LINKED
-      || ret == GST_FLOW_FLUSHING) {
-    /* the stream's own business: the others go on */
-    if (ret == GST_FLOW_NOT_LINKED && !o.warned_not_linked) {
-      o.warned_not_linked = true;
-      GST_INFO_OBJECT (o.pad, "not linked: the stream's frames are dropped");
-    }
-    return GST_FLOW_OK;
-  }
-  GST_ELEMENT_FLOW_ERROR (self, ret);
-  return ret;
+  gst_gpufan_in_stream_output_enqueue (*output, std::move (item));
 }
 
 void
@@ -354,15 +220,13 @@ gst_gpufan_in_end_streams (GstGpuFanIn * self)
     for (auto & kv : self->priv->stream_outputs)
       outputs.push_back (kv.second);
   }
-  for (const gpufanin::StreamOutputPtr & o : outputs) {
-    /* one that never carried a stream ends too (with a stream-start of
-     * ours), or its downstream would never end */
-    if (o->eos_sent)
-      continue;
-    push_stream_sticky (self, *o, nullptr);
-    o->eos_sent = true;
-    gst_pad_push_event (o->pad, gst_event_new_eos ());
-  }
+  /* gst_gpufan_in_finish_stream posted the statistics just before */
+  if (!outputs.empty ())
+    self->priv->streams_stats_posted = true;
+  /* one that never carried a stream ends too (with a stream-start of
+   * ours), or its downstream would never end; after what its queue holds */
+  for (const gpufanin::StreamOutputPtr & o : outputs)
+    gst_gpufan_in_stream_output_enqueue (*o, gpufanin::QueuedRelease::End ());
 }
 
 namespace {
@@ -399,18 +263,9 @@ public:
     if (released.stream == gpufan::kMainStream)
       return gpufanin::frame_handler ().PushReleased (self, session, released,
           pause);
-    GstFlowReturn ret
-        = gst_gpufan_in_push_stream_released (self, released, session.id ());
-    if (ret == GST_FLOW_OK)
-      return true;
-    /* fatal (its error was posted): the output stops */
-    session.NoteOutputFailed ();
-    {
-      std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
-      self->priv->output.PushReturnedUnlocked (ret);
-    }
-    *pause = true;
-    return false;
+    /* to its stream's task: never waits for downstream */
+    gst_gpufan_in_push_stream_released (self, released);
+    return true;
   }
 };
 

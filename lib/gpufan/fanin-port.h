@@ -168,6 +168,9 @@ class FanInPort : public StatsView {
   // The fan-in's output failed (downstream returned a fatal flow): the
   // lanes' pushes will return that error too, and it is not theirs.
   void NoteOutputFailed() { core().NoteOutputFailed(); }
+  // The output of a stream sent or dropped an item that held a slot there
+  // (Released::holds_stream_slot): see Session::StreamOutputDone.
+  void StreamOutputDone(uint32_t stream) { core().StreamOutputDone(stream); }
   // The fan-in moved a frame in GPU memory to its output device by `path`.
   void CountOutputGpuFrame(GpuCopyPath path, uint64_t bytes = 0,
                            int64_t ns = 0) {

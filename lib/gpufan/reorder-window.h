@@ -28,6 +28,10 @@ struct Released {
   // (InsertArrived): only awaited items count as leaving the in-flight set.
   uint32_t lane = kNoLane;
   uint32_t stream = kMainStream;  // the input stream it belongs to
+  // Set by Session::TakeReady on one payload per item of an input stream:
+  // the item still counts against its stream's bound until the fan-in's
+  // output of that stream is done with it (Session::StreamOutputDone).
+  bool holds_stream_slot = false;
 };
 
 // Not thread-safe: owned and locked by Session.

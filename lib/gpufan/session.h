@@ -144,6 +144,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void AttachStreamEvent(uint32_t stream, PayloadPtr payload);
   void FlushStream(uint32_t stream, bool start, bool tell_listener = true);
   void CountLeakyDrop(uint32_t stream);
+  // The fan-in's output of `stream` sent (or dropped) an item whose
+  // Released::holds_stream_slot was set: the stream may admit one more.
+  void StreamOutputDone(uint32_t stream);
   void NoteProgress(uint32_t lane, uint64_t seq);
   void NoteChunkFrame(uint32_t lane, uint64_t seq);
   void SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
@@ -259,6 +262,10 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     double vtime = 0.0;
     uint32_t waiting = 0;  // threads in DispatchItem for it
     uint32_t in_flight = 0;
+    // Released from the window, not yet sent out of the stream's own output
+    // (Released::holds_stream_slot): a stream whose downstream blocks keeps
+    // these, and they bound its admission as if in flight.
+    uint32_t at_output = 0;
     uint32_t max_in_flight = 0;
     bool flushing = false;
     // RemoveStream came while a thread waited for it: the last one to leave
@@ -343,8 +350,12 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Stream& StreamUnlocked(uint32_t stream);
   // The stream's share of an admission (RecordDispatchUnlocked).
   void CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns);
-  // Item `released` of a stream left the window (counted once per item).
-  void CountStreamReleaseUnlocked(const Released& released);
+  // Item `released` of a stream left the window (counted once per item);
+  // one with a payload now holds a slot at the stream's output.
+  void CountStreamReleaseUnlocked(Released& released);
+  // A stream's admission bound is reached (its own bound counts the items at
+  // its output; without one, those alone are bounded by the session's).
+  bool StreamBlockedUnlocked(const Stream& s) const;
   void StreamStatsUnlocked(SessionStats *stats, int64_t now_ns) const;
   // An item in GPU `origin_gpu`'s memory (-1: host) must be copied to
   // `lane`'s GPU first.

@@ -95,7 +95,7 @@ void Session::TakeReadyUnlocked(ReadyBatch *batch) {
   // in flight) once, however many buffers it became.
   bool counted_any = false;
   uint64_t last_seq = 0;
-  for (const Released& r : batch->items) {
+  for (Released& r : batch->items) {
     if (r.lane == kNoLane || (counted_any && r.seq == last_seq))
       continue;
     counted_any = true;

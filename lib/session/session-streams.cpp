@@ -62,13 +62,20 @@ bool Session::HasStream(uint32_t stream) const {
   return streams_.count(stream) > 0;
 }
 
+bool Session::StreamBlockedUnlocked(const Stream& s) const {
+  if (s.flushing)
+    return true;
+  if (s.max_in_flight > 0)
+    return s.in_flight + s.at_output >= s.max_in_flight;
+  // Items at its output hold no lane and no share of the session's bound,
+  // but a stream whose downstream stopped must not pile them up without end.
+  return s.at_output > 0 && s.at_output >= EffectiveMaxInFlightUnlocked();
+}
+
 bool Session::StreamMayDispatchUnlocked(uint32_t stream) const {
   if (stream == kMainStream)
     return true;
-  auto blocked = [](const Stream& s) {
-    return s.flushing ||
-           (s.max_in_flight > 0 && s.in_flight >= s.max_in_flight);
-  };
+  auto blocked = [this](const Stream& s) { return StreamBlockedUnlocked(s); };
   auto self = streams_.find(stream);
   if (self == streams_.end() || blocked(self->second))
     return self == streams_.end();
@@ -94,14 +101,27 @@ void Session::CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns) {
     s.first_dispatch_ns = now_ns;
 }
 
-void Session::CountStreamReleaseUnlocked(const Released& released) {
+void Session::CountStreamReleaseUnlocked(Released& released) {
   auto it = streams_.find(released.stream);
   if (it == streams_.end())
     return;
-  if (released.payload)
+  if (released.payload) {
     it->second.counters.delivered++;
-  else
+    it->second.at_output++;
+    released.holds_stream_slot = true;
+  } else {
     it->second.counters.lost++;
+  }
+}
+
+void Session::StreamOutputDone(uint32_t stream) {
+  std::lock_guard<Mutex> lock(mutex_);
+  auto it = streams_.find(stream);
+  // Reset() keeps the count: the fan-in's output gives back what it held.
+  if (it == streams_.end() || it->second.at_output == 0)
+    return;
+  it->second.at_output--;
+  NotifyAdmitUnlocked();
 }
 
 void Session::AttachStreamEvent(uint32_t stream, PayloadPtr payload) {

@@ -593,20 +593,15 @@ TEST(Streams, ASrcPadWithoutItsStreamIsAnErrorNamingIt) {
 }
 
 TEST(Streams, ALeakyStreamDropsWhatWaitsLongerThanItsDuration) {
-  StreamsRig rig(2, 1, Branch::Mode::kPassthrough);
+  StreamsRig rig(2, 1, Branch::Mode::kHold);
   ASSERT_TRUE(rig.ok());
-  g_object_set(rig.fanout(), "max-in-flight", 2u, nullptr);
-  g_object_set(rig.sink_pad(1), "leaky", TRUE, nullptr);
+  g_object_set(rig.sink_pad(1), "leaky", TRUE, "max-in-flight", 1u, nullptr);
   ASSERT_TRUE(rig.PlayAndStart());
-  // stream 0's downstream blocks: its first frame holds the lane's thread
-  // (which pushes it out), the next two fill the in-flight bound
-  rig.out(0).Block();
-  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
-  ASSERT_TRUE(PollUntil([&] { return rig.out(0).BlockedInChain() == 1; }));
-  ASSERT_EQ(rig.Push(0, 1), GST_FLOW_OK);
-  ASSERT_EQ(rig.Push(0, 2), GST_FLOW_OK);
-  // the leaky stream's frames (1 ms each) are dropped, not blocking
-  for (uint64_t i = 0; i < 3; i++)
+  // the branch holds the leaky stream's first frame: its own bound is full
+  ASSERT_EQ(rig.Push(1, 0), GST_FLOW_OK);
+  ASSERT_TRUE(rig.branch(0).WaitHeldBuffers(1));
+  // its next frames (1 ms each) are dropped, not blocking
+  for (uint64_t i = 1; i < 4; i++)
     ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
   GstStructure *stats = nullptr;
   g_object_get(rig.fanout(), "stats", &stats, nullptr);
@@ -621,9 +616,40 @@ TEST(Streams, ALeakyStreamDropsWhatWaitsLongerThanItsDuration) {
   EXPECT_TRUE(gst_structure_get_uint64(leaky, "dispatched", &dispatched));
   EXPECT_STREQ(gst_structure_get_string(leaky, "pad"), "sink_1");
   EXPECT_EQ(dropped, 3u);
-  EXPECT_EQ(dispatched, 0u);
+  EXPECT_EQ(dispatched, 1u);
   gst_structure_free(stats);
+  // the other stream is not held by it
+  rig.branch(0).SetMode(Branch::Mode::kPassthrough);
+  rig.branch(0).ReleaseAll();
+  for (uint64_t i = 0; i < 3; i++)
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(0).log().WaitBuffers(3));
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 3));
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(1));
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 1));
+}
+
+// A stream whose downstream blocks holds only itself: what left the window
+// for it waits at its own output, within its bound, and no other stream
+// waits for it.
+TEST(Streams, AStreamWhoseDownstreamBlocksHoldsBackOnlyItself) {
+  StreamsRig rig(2, 1, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  g_object_set(rig.fanout(), "max-in-flight", 2u, nullptr);
+  ASSERT_TRUE(rig.PlayAndStart());
+  rig.out(0).Block();
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_TRUE(PollUntil([&] { return rig.out(0).BlockedInChain() == 1; }));
+  // stream 1 flows, many times the in-flight bound, past stream 0's block
+  for (uint64_t i = 0; i < 20; i++)
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  ASSERT_TRUE(rig.out(1).log().WaitBuffers(20));
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 20));
+  // stream 0 admits one more (its output holds the blocked frame and this
+  // one: its bound), then waits for its own output
+  ASSERT_EQ(rig.Push(0, 1), GST_FLOW_OK);
   rig.out(0).Unblock();
+  ASSERT_EQ(rig.Push(0, 2), GST_FLOW_OK);
   ASSERT_TRUE(rig.out(0).log().WaitBuffers(3));
   EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 0, 3));
 }

@@ -285,6 +285,12 @@ class OpsRun {
   void Take() {
     ReadyBatch batch = session_->TakeReady();
     for (const Released& r : batch.items) {
+      // the stream's output sends it at once
+      if (r.holds_stream_slot) {
+        if (r.stream == kMainStream || !r.payload)
+          return Fail("a stream slot on an item without one");
+        session_->StreamOutputDone(r.stream);
+      }
       auto *item = static_cast<Item *>(r.payload.get());
       if (r.lane != kNoLane) {
         // An awaited item (or its empty entry) in sequence order, one run each.

@@ -145,7 +145,15 @@ class SessionStreamsTest : public ::testing::Test {
     return Take();
   }
 
-  Strings Take() { return Describe(session_->TakeReady().items); }
+  // What leaves; the output sends it at once (gives its stream slot back)
+  // unless keep_output_slots_.
+  Strings Take() {
+    const ReadyBatch batch = session_->TakeReady();
+    for (const Released& r : batch.items)
+      if (r.holds_stream_slot && !keep_output_slots_)
+        session_->StreamOutputDone(r.stream);
+    return Describe(batch.items);
+  }
 
   StreamStats StreamOf(uint32_t stream) {
     const SessionStats s = session_->Stats();
@@ -225,6 +233,7 @@ class SessionStreamsTest : public ::testing::Test {
 
   std::shared_ptr<RecordingClock> clock_ = std::make_shared<RecordingClock>();
   std::shared_ptr<Session> session_;
+  bool keep_output_slots_ = false;
   std::set<uint64_t> started_;
   std::vector<std::thread> threads_;
   int workers_ = 0;
@@ -489,6 +498,7 @@ TEST_F(SessionStreamsTest, AnIdleStreamJoinsLevel) {
 
 TEST_F(SessionStreamsTest, AStreamsOwnBoundHoldsOnlyThatStream) {
   Make(1, 0);
+  keep_output_slots_ = true;
   session_->SetStreamMaxInFlight(1, 2);
   // Stream 2 is ahead in fair order from here on: stream 1, waiting on its
   // own bound, must not hold it back.
@@ -510,8 +520,13 @@ TEST_F(SessionStreamsTest, AStreamsOwnBoundHoldsOnlyThatStream) {
   EXPECT_EQ(DoneAt(0).first, 2u);
   EXPECT_EQ(DoneAt(0).second.status, DispatchStatus::kOk);
   EXPECT_EQ(StreamOf(1).dispatched, 2u);
-  // One of stream 1's items leaves: the waiting one gets in.
+  // One of stream 1's items leaves the window: it still counts at the
+  // stream's output until that is done with it.
   EXPECT_EQ(Complete(a, "a"), (Strings{"a@0#1"}));
+  st = StreamOf(1);
+  EXPECT_EQ(st.in_flight, 1u);
+  EXPECT_EQ(DoneCount(), 1u);
+  session_->StreamOutputDone(1);
   ASSERT_TRUE(WaitDone(2));
   EXPECT_EQ(DoneAt(1).first, 1u);
   EXPECT_EQ(DoneAt(1).second.status, DispatchStatus::kOk);
@@ -523,6 +538,46 @@ TEST_F(SessionStreamsTest, AStreamsOwnBoundHoldsOnlyThatStream) {
   Send(1);
   EXPECT_EQ(StreamOf(1).in_flight, 3u);
   EXPECT_EQ(StreamOf(1).max_in_flight, 0u);
+}
+
+TEST_F(SessionStreamsTest, ItemsAtAStreamsOutputAreBoundedWithoutABound) {
+  // A stream whose downstream stopped: what left the window waits at its
+  // output. Without a bound of its own it may keep the session's bound's
+  // worth there, then waits; the other stream goes on.
+  Make(1, 4);
+  std::vector<Released> at_output;
+  for (int i = 0; i < 4; ++i) {
+    const Dispatch d = Send(1);
+    session_->OnPushed(d.lane, d.seq, PushOutcome::kDelivered);
+    ASSERT_EQ(session_->Arrive(d.lane, d.seq, kNoTime, P("s1")).status,
+              ArrivalStatus::kAccepted);
+    ReadyBatch batch = session_->TakeReady();
+    ASSERT_EQ(batch.items.size(), 1u);
+    EXPECT_TRUE(batch.items[0].holds_stream_slot);
+    at_output.push_back(std::move(batch.items[0]));
+  }
+  EXPECT_EQ(StreamOf(1).in_flight, 0u);
+  const int w = Start(1);
+  WaitEntered(w, w);
+  EXPECT_EQ(DoneCount(), 0u);
+  // The session's bound itself is free: another stream is admitted.
+  const Dispatch other = Send(2);
+  EXPECT_EQ(other.status, DispatchStatus::kOk);
+  session_->StreamOutputDone(1);
+  ASSERT_TRUE(WaitDone(1));
+  EXPECT_EQ(DoneAt(0).first, 1u);
+  EXPECT_EQ(DoneAt(0).second.status, DispatchStatus::kOk);
+}
+
+TEST_F(SessionStreamsTest, AMainStreamItemHoldsNoStreamSlot) {
+  Make(1, 0);
+  const Dispatch d = Send(kMainStream);
+  session_->OnPushed(d.lane, d.seq, PushOutcome::kDelivered);
+  ASSERT_EQ(session_->Arrive(d.lane, d.seq, kNoTime, P("m")).status,
+            ArrivalStatus::kAccepted);
+  const ReadyBatch batch = session_->TakeReady();
+  ASSERT_EQ(batch.items.size(), 1u);
+  EXPECT_FALSE(batch.items[0].holds_stream_slot);
 }
 
 // --- waits ---
