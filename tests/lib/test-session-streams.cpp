@@ -328,10 +328,8 @@ TEST_F(SessionStreamsTest, AStalledItemOfOneStreamHoldsNoOther) {
 // stream's release mark runs ahead of a pending item of another stream.
 TEST_F(SessionStreamsTest, AFailedLanesItemsKeepTheirStreams) {
   Make(2, 0);
-  const Dispatch a = Send(1);  // lane 0
-  const Dispatch b = Send(2);  // lane 1
-  const Dispatch c = Send(2);  // lane 0
-  const Dispatch d = Send(1);  // lane 1
+  // Lane 0 gets a (stream 1) and c (stream 2), lane 1 b (2) and d (1).
+  const Dispatch a = Send(1), b = Send(2), c = Send(2), d = Send(1);
   ASSERT_EQ(a.lane, 0u);
   ASSERT_EQ(c.lane, 0u);
   const std::vector<ReplayItem> replay = session_->FailLaneForReplay(0);
