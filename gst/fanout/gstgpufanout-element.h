@@ -128,15 +128,13 @@ struct GstGpuFanOutPrivate {
   std::atomic<bool> lane_error_posted{ false };
 
   /* What replay needs (gstgpufanout-replay.cpp), under replay_lock, a leaf
-   * lock: a reference to each awaited item dispatched while replay is on,
-   * oldest first, until it has left the fan-in's window; the last seq
-   * kept; and the items a failed lane handed over before their reference
-   * was kept (the chain function sends those again itself). */
+   * lock: per input stream, a reference to each awaited item dispatched
+   * while replay is on, oldest first, until it has left the fan-in's
+   * window, and the last seq its chain function decided about; and the
+   * items a failed lane handed over before their reference was kept (the
+   * chain function sends those again itself). */
   gpufan::Mutex replay_lock;
-  std::deque<fanout::ReplayCopy> replay_copies;
-  /* the latest seq the chain function kept or went without keeping, plus
-   * one (0: none yet) */
-  guint64 replay_decided_through = 0;
+  std::map<guint32, fanout::ReplayStream> replay_streams;
   std::vector<fanout::ReplayOrphan> replay_orphans;
   /* the Session's release listener is set (replay_keep, once) */
   std::atomic<bool> replay_listening{ false };

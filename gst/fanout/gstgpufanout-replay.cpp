@@ -2,7 +2,13 @@
 /* Replay (on-lane-error=replay, on-stall=replay): the fan-out keeps a
  * reference to each frame until it has left gpufanin, and when a lane fails,
  * the frames it held go to the other lanes (Session::FailLaneForReplay and
- * Redispatch), each ahead of the serialized events that followed it. */
+ * Redispatch), each ahead of the serialized events that followed it.
+ *
+ * Several input streams: each sink_%u pad's thread dispatches its own
+ * stream's items, at the same time as the others. The Session numbers
+ * every stream's items in one sequence, so the copies are kept per stream
+ * (ReplayStream): each stream's thread keeps or passes over its items in
+ * its own seq order, whatever the other threads do in between. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -19,23 +25,24 @@ bool
 fanout::replay_on (GstGpuFanOut * self)
 {
   /* a chunk whose lane pushed part of its output cannot go again: chunk
-   * mode's lanes leave as with drop-lane; so do the lanes of several
-   * streams (the copies kept for replay follow one chain thread's order) */
+   * mode's lanes leave as with drop-lane */
   return (self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY
              || self->priv->on_stall.load () == GST_GPUFAN_STALL_REPLAY)
-      && !chunk_mode_on (self) && !self->priv->stream_inputs_used.load ();
+      && !chunk_mode_on (self);
 }
 
 void
 fanout::replay_note_dispatched (GstGpuFanOut * self,
-    const gpufan::Dispatch & d, const QueuedItem & item, gint64 pts)
+    const gpufan::Dispatch & d, const QueuedItem & item, gint64 pts,
+    guint32 stream)
 {
   if (!d.awaited)
     return;
   if (replay_on (self))
-    replay_keep (self, d.seq, item.obj, item.kind, item.caps_epoch, pts);
+    replay_keep (self, stream, d.seq, item.obj, item.kind, item.caps_epoch,
+        pts);
   else if (self->priv->replay_orphans_possible.load ())
-    replay_not_kept (self, d.seq);
+    replay_not_kept (self, stream, d.seq);
 }
 
 bool
@@ -85,12 +92,15 @@ send_again (GstGpuFanOut * self, guint from, const gpufan::ReplayItem & item,
   }
 }
 
-/* The kept copy of @seq, or none (copy.obj null); call with replay_lock
- * held. The copies are in ascending seq order. */
+/* The kept copy of @seq of @stream, or none (copy.obj null); call with
+ * replay_lock held. */
 static ReplayCopy
-find_copy_unlocked (GstGpuFanOutPrivate * priv, guint64 seq)
+find_copy_unlocked (GstGpuFanOutPrivate * priv, guint32 stream, guint64 seq)
 {
-  auto & copies = priv->replay_copies;
+  auto found = priv->replay_streams.find (stream);
+  if (found == priv->replay_streams.end ())
+    return ReplayCopy ();
+  auto & copies = found->second.copies;
   auto it = std::lower_bound (copies.begin (), copies.end (), seq,
       [] (const ReplayCopy & c, guint64 s) { return c.seq < s; });
   if (it == copies.end () || it->seq != seq)
@@ -100,14 +110,14 @@ find_copy_unlocked (GstGpuFanOutPrivate * priv, guint64 seq)
   return copy;
 }
 
-/* The chain function decided about @seq (kept in @copy, or not): takes the
- * orphan of that seq, if a failed lane left one. Call with replay_lock
- * held. */
+/* The chain function of @stream decided about @seq (kept in @copy, or
+ * not): takes the orphan of that seq, if a failed lane left one. Call with
+ * replay_lock held. */
 static bool
-take_orphan_unlocked (GstGpuFanOutPrivate * priv, guint64 seq,
+take_orphan_unlocked (GstGpuFanOutPrivate * priv, guint32 stream, guint64 seq,
     ReplayOrphan * orphan)
 {
-  priv->replay_decided_through = seq + 1;
+  priv->replay_streams[stream].decided_through = seq + 1;
   auto & orphans = priv->replay_orphans;
   auto it = std::find_if (orphans.begin (), orphans.end (),
       [seq] (const ReplayOrphan & o) { return o.item.seq == seq; });
@@ -119,8 +129,8 @@ take_orphan_unlocked (GstGpuFanOutPrivate * priv, guint64 seq,
 }
 
 void
-fanout::replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
-    ItemKind kind, guint32 caps_epoch, gint64 pts)
+fanout::replay_keep (GstGpuFanOut * self, guint32 stream, guint64 seq,
+    GstMiniObject * obj, ItemKind kind, guint32 caps_epoch, gint64 pts)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   /* from the first kept frame on, what leaves gpufanin is let go (the
@@ -133,8 +143,9 @@ fanout::replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
   bool orphaned;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
-    priv->replay_copies.push_back (copy);
-    orphaned = take_orphan_unlocked (priv, seq, &orphan);
+    /* this stream's thread alone adds to its copies: in seq order */
+    priv->replay_streams[stream].copies.push_back (copy);
+    orphaned = take_orphan_unlocked (priv, stream, seq, &orphan);
   }
   /* its lane failed between its dispatch and now: it goes again from here */
   if (orphaned && !send_again (self, orphan.lane, orphan.item, copy))
@@ -142,14 +153,14 @@ fanout::replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
 }
 
 void
-fanout::replay_not_kept (GstGpuFanOut * self, guint64 seq)
+fanout::replay_not_kept (GstGpuFanOut * self, guint32 stream, guint64 seq)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   ReplayOrphan orphan;
   bool orphaned;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
-    orphaned = take_orphan_unlocked (priv, seq, &orphan);
+    orphaned = take_orphan_unlocked (priv, stream, seq, &orphan);
   }
   if (orphaned)
     priv->session->GiveUpReplay (orphan.lane, seq);
@@ -159,13 +170,35 @@ void
 fanout::replay_release (GstGpuFanOut * self, guint64 released_through)
 {
   GstGpuFanOutPrivate * priv = self->priv;
+  /* Several streams: a stream's items leave while another stream's earlier
+   * item waits (its lane stalled, say); their references go at once, or an
+   * upstream pool of that stream would run dry meanwhile. The marks are
+   * asked outside replay_lock, a leaf lock; a stream seen only since then
+   * goes by released_through. One stream asks nothing more. */
+  std::vector<std::pair<guint32, guint64>> marks;
+  if (priv->stream_inputs_used.load ()) {
+    {
+      std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
+      for (const auto & kv : priv->replay_streams)
+        marks.emplace_back (kv.first, released_through);
+    }
+    for (auto & mark : marks)
+      mark.second = MAX (mark.second,
+          priv->session->StreamReleasedThrough (mark.first));
+  }
   std::vector<GstMiniObject *> gone;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
-    auto & copies = priv->replay_copies;
-    while (!copies.empty () && copies.front ().seq < released_through) {
-      gone.push_back (copies.front ().obj);
-      copies.pop_front ();
+    for (auto & kv : priv->replay_streams) {
+      guint64 through = released_through;
+      for (const auto & mark : marks)
+        if (mark.first == kv.first)
+          through = mark.second;
+      auto & copies = kv.second.copies;
+      while (!copies.empty () && copies.front ().seq < through) {
+        gone.push_back (copies.front ().obj);
+        copies.pop_front ();
+      }
     }
   }
   /* outside the lock: a buffer going back to its pool may wake upstream */
@@ -177,15 +210,15 @@ void
 fanout::replay_forget (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
-  std::deque<ReplayCopy> copies;
+  std::map<guint32, ReplayStream> streams;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
-    copies.swap (priv->replay_copies);
+    streams.swap (priv->replay_streams);
     priv->replay_orphans.clear ();
-    priv->replay_decided_through = 0;
   }
-  for (const ReplayCopy & c : copies)
-    gst_mini_object_unref (c.obj);
+  for (const auto & kv : streams)
+    for (const ReplayCopy & c : kv.second.copies)
+      gst_mini_object_unref (c.obj);
 }
 
 guint
@@ -201,10 +234,14 @@ fanout::replay_lane (GstGpuFanOut * self, guint id, guint * lost)
     bool orphan = false;
     {
       std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
-      copy = find_copy_unlocked (priv, item.seq);
-      /* dispatched, and the chain function has not said yet whether it
-       * keeps it: it sends it on (or gives it up) when it does */
-      if (!copy.obj && item.seq >= priv->replay_decided_through) {
+      copy = find_copy_unlocked (priv, item.stream, item.seq);
+      /* dispatched, and its stream's chain function has not said yet
+       * whether it keeps it: it sends it on (or gives it up) when it
+       * does */
+      auto stream = priv->replay_streams.find (item.stream);
+      const guint64 decided_through = stream == priv->replay_streams.end ()
+          ? 0 : stream->second.decided_through;
+      if (!copy.obj && item.seq >= decided_through) {
         priv->replay_orphans.push_back (ReplayOrphan{ id, item });
         orphan = true;
       }

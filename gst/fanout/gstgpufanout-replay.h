@@ -5,6 +5,8 @@
 
 #include <gst/gst.h>
 
+#include <deque>
+
 #include "gpufan/fanout-port.h"
 #include "gstgpufanout-lane.h"
 
@@ -26,23 +28,37 @@ struct ReplayCopy {
   gint64 pts = -1;
 };
 
+/* What replay keeps of one input stream (the sink pad's, or a sink_%u
+ * pad's): one chain thread dispatches the stream's items and decides
+ * whether it keeps each, in seq order, while other streams' threads do the
+ * same at once. */
+struct ReplayStream {
+  std::deque<ReplayCopy> copies; /* ascending seq */
+  /* the latest seq the chain function kept or went without keeping, plus
+   * one (0: none yet); only the item after it may be undecided */
+  guint64 decided_through = 0;
+};
+
 /* Replay (gstgpufanout-replay.cpp) */
 /* on-lane-error=replay or on-stall=replay, outside chunk mode */
 bool replay_on (GstGpuFanOut * self);
-/* The chain function keeps a reference to scheduled item @seq (a buffer
- * or GAP, awaited) while replay is on, or says it did not; either way it
- * settles the item if its lane failed meanwhile (an orphan). */
-void replay_keep (GstGpuFanOut * self, guint64 seq, GstMiniObject * obj,
-    ItemKind kind, guint32 caps_epoch, gint64 pts);
-void replay_not_kept (GstGpuFanOut * self, guint64 seq);
-/* Frame dispatch's hooks: the Session dispatched @item (@d), about to be
- * queued, kept or not as above; whether the lane refused it because it
- * failed and replay handed the item over (it goes again without us). */
+/* The chain function of @stream keeps a reference to scheduled item @seq
+ * (a buffer or GAP, awaited) while replay is on, or says it did not;
+ * either way it settles the item if its lane failed meanwhile (an
+ * orphan). */
+void replay_keep (GstGpuFanOut * self, guint32 stream, guint64 seq,
+    GstMiniObject * obj, ItemKind kind, guint32 caps_epoch, gint64 pts);
+void replay_not_kept (GstGpuFanOut * self, guint32 stream, guint64 seq);
+/* Frame dispatch's hooks: the Session dispatched @item (@d) of @stream,
+ * about to be queued, kept or not as above; whether the lane refused it
+ * because it failed and replay handed the item over (it goes again
+ * without us). */
 void replay_note_dispatched (GstGpuFanOut * self, const gpufan::Dispatch & d,
-    const QueuedItem & item, gint64 pts);
+    const QueuedItem & item, gint64 pts, guint32 stream);
 bool replay_took_over (GstGpuFanOut * self, const gpufan::Dispatch & d);
-/* Items up to @released_through left gpufanin: their references go (the
- * Session's release listener). */
+/* Items left gpufanin: every item below @released_through, and each
+ * stream's items below its own mark; their references go (the Session's
+ * release listener). */
 void replay_release (GstGpuFanOut * self, guint64 released_through);
 /* Forgets every kept item (a flush, a new start). */
 void replay_forget (GstGpuFanOut * self);

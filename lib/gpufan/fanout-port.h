@@ -359,6 +359,12 @@ class FanOutPort : public StatsView {
   // Every item below this seq has left the window (the fan-out may forget
   // what it kept to replay them).
   uint64_t ReleasedThrough() const { return core().ReleasedThrough(); }
+  // Every item of input stream `stream` below this seq has left the window
+  // (ReleasedThrough() or later: with several streams, a stream's items
+  // leave while another stream's earlier item is pending).
+  uint64_t StreamReleasedThrough(uint32_t stream) const {
+    return core().StreamReleasedThrough(stream);
+  }
   // Called, as the stall listener and from the same calls, with
   // ReleasedThrough() after items left the window. Costs the output nothing
   // while none is set.

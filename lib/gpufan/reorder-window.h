@@ -116,6 +116,12 @@ class GPUFAN_API ReorderWindow {
   bool IsPending(uint64_t seq) const;
   // The lane of the slot for `seq` (kNoLane: no such slot).
   uint32_t SlotLane(uint64_t seq) const;
+  // The stream of the slot for `seq` (kMainStream: no such slot).
+  uint32_t SlotStream(uint64_t seq) const;
+  // Every slot of `stream` below it has left the window: released_through()
+  // or, with several streams, the stream's own mark past it (its slots
+  // leave while another stream's earlier slot is pending).
+  uint64_t StreamReleasedThrough(uint32_t stream) const;
   // Every seq below it has left the window.
   uint64_t released_through() const { return released_through_; }
   // The head's item made progress (chunk mode: its lane took or returned part

@@ -49,6 +49,7 @@ struct SessionConfig {
 struct ReplayItem {
   uint64_t seq = 0;
   int64_t pts_ns = kNoTime;
+  uint32_t stream = kMainStream;  // the input stream it belongs to
 };
 
 enum class DispatchStatus {

@@ -160,6 +160,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   Dispatch MoveUnstarted(uint64_t seq, uint32_t from_lane,
                          const std::vector<uint32_t>& allowed);
   uint64_t ReleasedThrough() const;
+  uint64_t StreamReleasedThrough(uint32_t stream) const;
   void SetReleaseListener(std::function<void(uint64_t)> listener);
   // Calls no element makes (tests, tools).
   bool HasLane(uint32_t lane) const;

@@ -345,6 +345,18 @@ uint32_t ReorderWindow::SlotLane(uint64_t seq) const {
   return it != slots_.end() && it->seq == seq ? it->lane : kNoLane;
 }
 
+uint32_t ReorderWindow::SlotStream(uint64_t seq) const {
+  auto it = LowerBound(slots_, seq);
+  return it != slots_.end() && it->seq == seq ? it->stream : kMainStream;
+}
+
+uint64_t ReorderWindow::StreamReleasedThrough(uint32_t stream) const {
+  for (const auto& [id, mark] : stream_released_through_)
+    if (id == stream)
+      return std::max(mark, released_through_);
+  return released_through_;
+}
+
 bool ReorderWindow::IsOpen(uint64_t seq) const {
   auto it = LowerBound(slots_, seq);
   return it != slots_.end() && it->seq == seq &&

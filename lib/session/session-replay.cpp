@@ -23,7 +23,7 @@ std::vector<ReplayItem> Session::FailLaneForReplay(uint32_t lane) {
       // likely what fails.
       DropOutstandingUnlocked(*l, item, /*failed=*/true);
     } else if (item.awaited && window_.IsPending(item.seq)) {
-      out.push_back(ReplayItem{item.seq, item.pts_ns});
+      out.push_back(ReplayItem{item.seq, item.pts_ns, item.stream});
       // Waiting since before the failure: it gets a whole stall timeout on
       // its next lane (Redispatch moves it there).
       if (window_.HeadPending() && window_.head_seq() == item.seq)
@@ -100,6 +100,7 @@ Dispatch Session::ReassignUnlocked(uint64_t seq, int64_t pts_ns,
   item.dispatched_ns = now;
   item.awaited = true;
   item.replayed = true;
+  item.stream = window_.SlotStream(seq);
   // By seq, as FindOutstandingUnlocked expects.
   auto at = std::lower_bound(
       l->outstanding.begin(), l->outstanding.end(), seq,
@@ -171,6 +172,11 @@ bool Session::IsLaneFailed(uint32_t lane) const {
 uint64_t Session::ReleasedThrough() const {
   std::lock_guard<Mutex> lock(mutex_);
   return window_.released_through();
+}
+
+uint64_t Session::StreamReleasedThrough(uint32_t stream) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return window_.StreamReleasedThrough(stream);
 }
 
 uint64_t Session::NextSeq() const {

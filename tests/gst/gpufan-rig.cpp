@@ -298,6 +298,21 @@ size_t LaneFailedMessages(LaunchedPipeline& p, guint lane, size_t expected) {
   return p.bus().Count(of_lane);
 }
 
+guint LaneFailedField(LaunchedPipeline& p, guint lane, const char *field) {
+  guint value = 0;
+  p.bus().Count([&](GstMessage *m) {
+    if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
+      return false;
+    const GstStructure *s = gst_message_get_structure(m);
+    guint got = G_MAXUINT;
+    gst_structure_get_uint(s, "lane", &got);
+    if (got == lane)
+      gst_structure_get_uint(s, field, &value);
+    return false;
+  });
+  return value;
+}
+
 void CheckFlushingSeeks(LaunchedPipeline& p, RecordLog& out, int seeks,
                         int check_every, int last) {
   ASSERT_TRUE(p.Play());

@@ -153,6 +153,8 @@ class LaunchedPipeline {
 // came (waiting up to kLongWait; the fan-out posts one after giving up or
 // sending on the lane's frames: the stream may end first).
 size_t LaneFailedMessages(LaunchedPipeline& p, guint lane, size_t expected);
+// Field `field` of lane `lane`'s gpufan-lane-failed message (0: none).
+guint LaneFailedField(LaunchedPipeline& p, guint lane, const char *field);
 
 // Plays `p` and makes `seeks` flushing seeks (each under a bounded wait; new
 // data must reach `out` after every `check_every`-th), then one with a stop

@@ -198,21 +198,6 @@ std::string FourLanes(int buffers, const char *settings) {
          settings + " branch=\"identity name=inject\" ! fakesink name=out";
 }
 
-guint LaneFailedField(LaunchedPipeline& p, guint lane, const char *field) {
-  guint value = 0;
-  p.bus().Count([&](GstMessage *m) {
-    if (!BusLog::IsElementMessage(m, "gpufan-lane-failed"))
-      return false;
-    const GstStructure *s = gst_message_get_structure(m);
-    guint got = G_MAXUINT;
-    gst_structure_get_uint(s, "lane", &got);
-    if (got == lane)
-      gst_structure_get_uint(s, field, &value);
-    return false;
-  });
-  return value;
-}
-
 bool IsRestored(GstMessage *m) {
   return BusLog::IsElementMessage(m, "gpufan-lane-restored");
 }

@@ -80,8 +80,6 @@ GstMessage *WaitForError(LaunchedPipeline& p, const std::string& text);
 // came (gpufanbin posts a lane's ERROR as a WARNING once the lane is out:
 // the stream may end first).
 size_t WarningsFrom(LaunchedPipeline& p, const char *name, size_t expected);
-// Field `field` of lane `lane`'s gpufan-lane-failed message (0: none).
-guint LaneFailedField(LaunchedPipeline& p, guint lane, const char *field);
 // A gpufan-lane-restored message; its field `field` (G_MAXUINT: none).
 bool IsRestored(GstMessage *m);
 guint RestoredField(GstMessage *m, const char *field);

@@ -323,6 +323,42 @@ TEST_F(SessionStreamsTest, AStalledItemOfOneStreamHoldsNoOther) {
   EXPECT_EQ(session_->Stats().in_flight, 0u);
 }
 
+// Replay with several streams: a failed lane hands over its items with
+// their streams; sent again, each leaves in its own stream's order, and a
+// stream's release mark runs ahead of a pending item of another stream.
+TEST_F(SessionStreamsTest, AFailedLanesItemsKeepTheirStreams) {
+  Make(2, 0);
+  // Lane 0 gets a (stream 1) and c (stream 2), lane 1 b (2) and d (1).
+  const Dispatch a = Send(1), b = Send(2), c = Send(2), d = Send(1);
+  ASSERT_EQ(a.lane, 0u);
+  ASSERT_EQ(c.lane, 0u);
+  const std::vector<ReplayItem> replay = session_->FailLaneForReplay(0);
+  ASSERT_EQ(replay.size(), 2u);
+  EXPECT_EQ(replay[0].seq, a.seq);
+  EXPECT_EQ(replay[0].stream, 1u);
+  EXPECT_EQ(replay[1].seq, c.seq);
+  EXPECT_EQ(replay[1].stream, 2u);
+  // c goes again first, and comes back: stream 2 leaves up to it, while
+  // stream 1 waits for a.
+  EXPECT_EQ(session_->Redispatch(c.seq, 0, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(Complete(b, "b"), (Strings{"b@1#2"}));
+  EXPECT_EQ(Complete(d, "d"), Strings{});
+  EXPECT_EQ(session_->Arrive(1, c.seq, kNoTime, P("c")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"c@2#2"}));
+  EXPECT_EQ(session_->ReleasedThrough(), 0u);
+  EXPECT_EQ(session_->StreamReleasedThrough(2), c.seq + 1);
+  EXPECT_EQ(session_->StreamReleasedThrough(1), 0u);
+  EXPECT_EQ(session_->Redispatch(a.seq, 0, kNoTime, {1}).lane, 1u);
+  EXPECT_EQ(session_->Arrive(1, a.seq, kNoTime, P("a")).status,
+            ArrivalStatus::kAccepted);
+  EXPECT_EQ(Take(), (Strings{"a@0#1", "d@3#1"}));
+  EXPECT_EQ(session_->StreamReleasedThrough(1), d.seq + 1);
+  EXPECT_EQ(StreamOf(1).delivered, 2u);
+  EXPECT_EQ(StreamOf(2).delivered, 2u);
+  EXPECT_EQ(session_->Stats().in_flight, 0u);
+}
+
 TEST_F(SessionStreamsTest, ADroppedItemOfOneStreamHoldsNoOther) {
   Make(2, 0);
   const Dispatch a = Send(1);  // lane 0: its branch drops it

@@ -210,6 +210,31 @@ TEST(ReorderWindowStreams, APendingSlotHoldsBackNoOtherStream) {
   EXPECT_TRUE(w.IsReleased(2));
 }
 
+// A stream's own release mark runs ahead of the front's while another
+// stream's earlier slot is pending (replay lets its frames go by it).
+TEST(ReorderWindowStreams, EachStreamHasItsOwnReleaseMark) {
+  ReorderWindow w;
+  w.Open(0, 0, 0, 1);  // pending
+  w.Open(1, 1, 0, 2);
+  w.Open(2, 1, 0, 1);
+  w.Open(3, 1, 0, 2);
+  EXPECT_EQ(w.SlotStream(2), 1u);
+  EXPECT_EQ(w.SlotStream(3), 2u);
+  EXPECT_EQ(w.SlotStream(9), kMainStream);  // no such slot
+  w.Arrive(1, P("b"));
+  w.Arrive(2, P("c"));
+  w.Arrive(3, P("d"));
+  EXPECT_EQ(PopStreams(w), (Strings{"b@1/1#2", "d@3/1#2"}));
+  EXPECT_EQ(w.released_through(), 0u);
+  EXPECT_EQ(w.StreamReleasedThrough(2), 4u);
+  EXPECT_EQ(w.StreamReleasedThrough(1), 0u);  // slot 2 waits for slot 0
+  EXPECT_EQ(w.StreamReleasedThrough(7), 0u);  // a stream it never saw
+  w.Arrive(0, P("a"));
+  EXPECT_EQ(PopStreams(w), (Strings{"a@0/0#1", "c@2/1#1"}));
+  EXPECT_EQ(w.StreamReleasedThrough(1), 4u);
+  EXPECT_EQ(w.StreamReleasedThrough(7), 4u);
+}
+
 TEST(ReorderWindowStreams, EachStreamKeepsItsOwnOrder) {
   ReorderWindow w;
   w.Open(0, 0, 0, 1);  // pending
