@@ -253,6 +253,13 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     bool replayed = false;
     uint32_t stream = kMainStream;
   };
+  // A buffer without our meta held back (Lane::unmarked).
+  struct Unmarked {
+    int64_t pts_ns = kNoTime;
+    // Items from this seq on were dispatched after it came back: not its.
+    uint64_t limit_seq = 0;
+    PayloadPtr payload;
+  };
   // An input stream (AddStream).
   struct Stream {
     double weight = 1.0;
@@ -305,6 +312,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     std::deque<uint64_t> replay_markers;
     // (pts, seq) of recent stall expiries: recognized without their meta.
     std::deque<std::pair<int64_t, uint64_t>> expired;
+    // Buffers without our meta whose PTS several streams' outstanding items
+    // share, in arrival order: held until the lane's later arrivals (or its
+    // end) tell which item each was (session-unmarked.cpp). Bounded by the
+    // lane's outstanding items.
+    std::deque<Unmarked> unmarked;
     uint32_t queued = 0;
     uint64_t next_order = 0;  // Dispatch::lane_order of the next item
     int64_t last_completion_ns = kNoTime;
@@ -329,6 +341,22 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // Helpers that expect mutex_ held.
   Arrival ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
                          int64_t pts_ns, PayloadPtr payload, bool wake_output);
+  // `match` (an item of `lane.outstanding`) came back with `payload`: it
+  // completes, the lane's items before it are settled (FIFO), and it takes
+  // its place in the window.
+  Arrival TakeMatchUnlocked(Lane& lane,
+                            std::deque<Outstanding>::iterator match,
+                            PayloadPtr payload, bool wake_output);
+  // Meta-less matching (session-unmarked.cpp). Whether a buffer without our
+  // meta must wait in lane.unmarked: others wait there, or items of several
+  // streams share its PTS.
+  bool MustHoldUnmarkedUnlocked(const Lane& lane, int64_t pts_ns) const;
+  // Matches the held buffers that the lane's arrivals have made certain, in
+  // order; with `final` (the lane ends, a marker proved its items so far,
+  // or a buffer with our meta came),
+  // the ones still ambiguous are dropped (unmatched_), never given to
+  // another stream's item.
+  void ResolveUnmarkedUnlocked(Lane& lane, bool final);
   // Appends to batch->items (empty: see StartBatch).
   void TakeReadyUnlocked(ReadyBatch *batch);
   // TakeReadyUnlocked, then unlocks and sends the admission notification

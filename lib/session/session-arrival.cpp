@@ -50,6 +50,17 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
 
   if (l) {
     HeardFromUnlocked(*l);
+    if (!seq && pts_ns != kNoTime && MustHoldUnmarkedUnlocked(*l, pts_ns)) {
+      l->unmarked.push_back(Unmarked{pts_ns, next_seq_, std::move(payload)});
+      ResolveUnmarkedUnlocked(*l, false);
+      if (wake_output)
+        NotifyAllUnlocked();
+      else
+        NotifyAdmitUnlocked();
+      return Arrival{ArrivalStatus::kAccepted, 0};
+    }
+    // what this one carries ends the guessing for those held before it
+    ResolveUnmarkedUnlocked(*l, true);
     auto& fifo = l->outstanding;
     auto match = fifo.end();
     if (seq) {
@@ -79,42 +90,8 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
       if (match == fifo.end() && !fifo.empty())
         match = fifo.begin();
     }
-    if (match != fifo.end()) {
-      const Outstanding item = *match;
-      if (item.replayed)
-        fifo.erase(match);
-      else  // everything dispatched to this lane before it is proven gone
-        SettleFrontUnlocked(*l, static_cast<size_t>(match - fifo.begin()) + 1,
-                            std::nullopt, item.seq);
-      const int64_t now = clock_->NowNs();
-      CompleteUnlocked(*l, item, now);
-      if (item.awaited) {
-        RecordSojournUnlocked(now - item.dispatched_ns);
-        if (window_.Arrive(item.seq, std::move(payload)) ==
-            ReorderWindow::ArriveResult::kLate) {
-          // Its slot was forgotten while it was out (FlushStream): the
-          // window dropped it. It still completed.
-          l->counters.late++;
-          NotifyAdmitUnlocked();
-          return Arrival{ArrivalStatus::kLate, item.seq};
-        }
-        if (window_.HeadPending() && window_.head_seq() != item.seq)
-          l->counters.reorder_waits++;
-      } else if (window_.InsertArrived(item.seq, lane, std::move(payload),
-                                       item.stream) ==
-                 ReorderWindow::ArriveResult::kLate) {
-        // Nobody kept its place, and the output has moved past it. It still
-        // completed: its lane has room again.
-        l->counters.late++;
-        NotifyAdmitUnlocked();
-        return Arrival{ArrivalStatus::kLate, item.seq};
-      }
-      if (wake_output)
-        NotifyAllUnlocked();
-      else
-        NotifyAdmitUnlocked();
-      return Arrival{ArrivalStatus::kAccepted, item.seq};
-    }
+    if (match != fifo.end())
+      return TakeMatchUnlocked(*l, match, std::move(payload), wake_output);
   }
 
   if (seq && window_.IsOpen(*seq)) {
@@ -152,6 +129,46 @@ Arrival Session::ArriveUnlocked(uint32_t lane, std::optional<uint64_t> seq,
   window_.AttachBefore(0, std::move(payload));
   NotifyAllUnlocked();
   return Arrival{ArrivalStatus::kUnmatched, seq.value_or(0)};
+}
+
+Arrival Session::TakeMatchUnlocked(Lane& l,
+                                   std::deque<Outstanding>::iterator match,
+                                   PayloadPtr payload, bool wake_output) {
+  auto& fifo = l.outstanding;
+  const Outstanding item = *match;
+  if (item.replayed)
+    fifo.erase(match);
+  else  // everything dispatched to this lane before it is proven gone
+    SettleFrontUnlocked(l, static_cast<size_t>(match - fifo.begin()) + 1,
+                        std::nullopt, item.seq);
+  const int64_t now = clock_->NowNs();
+  CompleteUnlocked(l, item, now);
+  if (item.awaited) {
+    RecordSojournUnlocked(now - item.dispatched_ns);
+    if (window_.Arrive(item.seq, std::move(payload)) ==
+        ReorderWindow::ArriveResult::kLate) {
+      // Its slot was forgotten while it was out (FlushStream): the
+      // window dropped it. It still completed.
+      l.counters.late++;
+      NotifyAdmitUnlocked();
+      return Arrival{ArrivalStatus::kLate, item.seq};
+    }
+    if (window_.HeadPending() && window_.head_seq() != item.seq)
+      l.counters.reorder_waits++;
+  } else if (window_.InsertArrived(item.seq, l.counters.lane,
+                                   std::move(payload), item.stream) ==
+             ReorderWindow::ArriveResult::kLate) {
+    // Nobody kept its place, and the output has moved past it. It still
+    // completed: its lane has room again.
+    l.counters.late++;
+    NotifyAdmitUnlocked();
+    return Arrival{ArrivalStatus::kLate, item.seq};
+  }
+  if (wake_output)
+    NotifyAllUnlocked();
+  else
+    NotifyAdmitUnlocked();
+  return Arrival{ArrivalStatus::kAccepted, item.seq};
 }
 
 void Session::AttachBefore(uint64_t seq, PayloadPtr payload) {

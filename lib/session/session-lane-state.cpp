@@ -140,8 +140,12 @@ void Session::ProveLaneUnlocked(uint32_t lane, uint64_t seq) {
     }
     return;
   }
-  // The marker followed item `seq` on the FIFO lane: what was pushed before
+  // The marker followed item `seq` on the FIFO lane: the buffers held
+  // without our meta came from it or before it, and what was pushed before
   // it and is still outstanding was dropped by the branch.
+  for (Unmarked& u : l->unmarked)
+    u.limit_seq = std::min(u.limit_seq, seq + 1);
+  ResolveUnmarkedUnlocked(*l, true);
   auto& fifo = l->outstanding;
   auto end = std::find_if(fifo.begin(), fifo.end(),
                           [seq](const Outstanding& o) { return o.seq > seq; });
@@ -198,6 +202,8 @@ void Session::LaneEnded(uint32_t lane) {
 }
 
 void Session::DropAllOutstandingUnlocked(Lane& lane, bool push_failed) {
+  // what it returned without our meta is matched now or never
+  ResolveUnmarkedUnlocked(lane, true);
   for (const Outstanding& item : lane.outstanding)
     DropOutstandingUnlocked(
         lane, item,

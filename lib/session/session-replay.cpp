@@ -16,6 +16,9 @@ std::vector<ReplayItem> Session::FailLaneForReplay(uint32_t lane) {
   if (!l)
     return out;
   l->failed = true;
+  // its frames go again: what it returned without our meta is not waited for
+  unmatched_ += l->unmarked.size();
+  l->unmarked.clear();
   for (const Outstanding& item : l->outstanding) {
     const bool in_push = l->in_push && l->pushing_seq == item.seq;
     if (in_push && item.replayed) {

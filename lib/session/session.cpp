@@ -331,6 +331,7 @@ void Session::Reset() {
   window_.Clear();
   for (auto& [id, l] : lanes_) {
     l.outstanding.clear();
+    l.unmarked.clear();
     l.expired.clear();
     l.replay_markers.clear();
     l.queued = 0;
