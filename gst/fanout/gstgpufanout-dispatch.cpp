@@ -100,6 +100,7 @@ FrameDispatcher::Chain (GstMiniObject * obj, bool is_buffer, gint64 pts,
         is_buffer ? ItemKind::kBuffer : ItemKind::kScheduledEvent);
     item.awaited = d.awaited;
     item.caps_epoch = priv->caps_epoch.load ();
+    item.stream = Stream ();
     replay_note_dispatched (self, d, item, pts, Stream ());
     if (!Enqueue (lane, std::move (item), d)) {
       if (replay_took_over (self, d)) {

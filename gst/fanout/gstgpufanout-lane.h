@@ -87,6 +87,9 @@ struct QueuedItem {
   guint64 position = 0;
   /* sent again after its first lane failed (lane_enqueue_replay) */
   bool replayed = false;
+  /* a scheduled item's input stream (its sink_%u pad's, see
+   * lanes_withdraw_stream) */
+  guint32 stream = 0;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -98,7 +101,8 @@ struct QueuedItem {
         awaited (other.awaited), caps_epoch (other.caps_epoch),
         woke_worker (other.woke_worker), chunk_first (other.chunk_first),
         segment_epoch (other.segment_epoch), chunk_frames (other.chunk_frames),
-        position (other.position), replayed (other.replayed)
+        position (other.position), replayed (other.replayed),
+        stream (other.stream)
   {
     other.obj = nullptr;
   }
@@ -118,6 +122,7 @@ struct QueuedItem {
       chunk_frames = other.chunk_frames;
       position = other.position;
       replayed = other.replayed;
+      stream = other.stream;
     }
     return *this;
   }

@@ -19,6 +19,7 @@
 #include "gstgpufanout-dispatcher.h"
 
 #include <string>
+#include <vector>
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
@@ -249,6 +250,37 @@ start_lanes_locked (GstGpuFanOut * self)
   send_to_lanes_locked (self, start);
 }
 
+/* A flush of @stream: its items still waiting in the lanes' queues never
+ * go into a branch (they would only come back late), and the Session
+ * forgets them (their window slots drop, in flight goes down as they
+ * leave). Other streams' items keep their places. */
+static void
+lanes_withdraw_stream (GstGpuFanOut * self, guint32 stream)
+{
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::vector<QueuedItem> taken;
+    {
+      std::lock_guard<gpufan::Mutex> lk (lane->lock);
+      auto & queue = lane->queue;
+      for (auto it = queue.begin (); it != queue.end ();) {
+        const bool scheduled = it->kind == ItemKind::kBuffer
+            || it->kind == ItemKind::kScheduledEvent;
+        if (scheduled && !it->replayed && it->stream == stream) {
+          taken.push_back (std::move (*it));
+          it = queue.erase (it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (const QueuedItem & item : taken)
+      self->priv->session->WithdrawItem (lane->id, item.seq);
+    if (!taken.empty ())
+      GST_DEBUG_OBJECT (lane->pad, "flush of stream %u: %zu queued items "
+          "withdrawn", stream, taken.size ());
+  }
+}
+
 static gboolean
 stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
@@ -261,6 +293,7 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_FLUSH_START:
       /* gpufanin's src pad of the stream gets it (the Session's listener) */
       priv->session->FlushStream (stream, true);
+      lanes_withdraw_stream (self, stream);
       gst_event_unref (event);
       return TRUE;
     case GST_EVENT_FLUSH_STOP: {
@@ -269,6 +302,9 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         if (StreamInput * input = find_input_unlocked (priv, spad))
           input->ended = false;
       }
+      /* what its chain function queued after FLUSH_START (it has returned
+       * now: FLUSH_STOP comes on its thread) */
+      lanes_withdraw_stream (self, stream);
       /* the stream's items in the window are forgotten; the FLUSH_STOP
        * leaves src_k behind them, before anything that comes now (gpufanin's
        * output pushes it: a seeking thread must not wait for an output

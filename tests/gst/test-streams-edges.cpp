@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Several input streams at their edges: a branch that strips our meta and
-// drops frames of streams whose PTS are the same (a frame never leaves on
-// another stream's pad). Assertions are on order, counts and events, never
+// Several input streams at their edges: a stream's flush with its frames
+// waiting in the lanes' queues (they are taken out; the other streams keep
+// theirs), and a branch that strips our meta and drops frames of streams
+// whose PTS are the same (a frame never leaves on another stream's pad). Assertions are on order, counts and events, never
 // on timings.
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -111,6 +116,95 @@ TEST(StreamsEdges, AStrippedFrameOfOneLaneNeverLeavesOnAnotherStreamsPad) {
 
 TEST(StreamsEdges, StrippedFramesOfTwoLanesNeverLeaveOnAnotherStreamsPad) {
   CheckStrippedDropsStayInTheirStream(2);
+}
+
+// A branch whose first buffer waits in its chain until the test opens it
+// (bounded), so that what comes after waits in the lane's queue; it records
+// the index of every buffer it is given.
+class GatedBranch {
+ public:
+  explicit GatedBranch(Branch& branch) : state_(std::make_shared<State>()) {
+    auto state = state_;
+    branch.SetTransform([state](GstBuffer *buffer) {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->seen.push_back(DataIndex(buffer));
+      state->cond.notify_all();
+      state->cond.wait_for(lock, std::chrono::seconds(60),
+                           [&] { return state->open; });
+      return buffer;
+    });
+  }
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    return state_->cond.wait_for(lock, std::chrono::seconds(60),
+                                 [&] { return !state_->seen.empty(); });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->open = true;
+    state_->cond.notify_all();
+  }
+  std::vector<int64_t> Seen() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->seen;
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cond;
+    bool open = false;
+    std::vector<int64_t> seen;
+  };
+  std::shared_ptr<State> state_;
+};
+
+TEST(StreamsEdges, AStreamsFlushTakesItsFramesOutOfTheLaneQueues) {
+  StreamsRig rig(2, 1, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  g_object_set(rig.fanout(), "queue-size", 16u, "max-in-flight", 64u, nullptr);
+  GatedBranch gate(rig.branch(0));
+  ASSERT_TRUE(rig.PlayAndStart());
+  // frame 0 of stream 0 enters the branch; the others wait in the queue
+  ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
+  ASSERT_TRUE(gate.WaitEntered());
+  for (uint64_t i = 0; i < 4; i++) {
+    if (i > 0)
+      ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
+  }
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_start()));
+  ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_stop(TRUE)));
+  ASSERT_TRUE(rig.source(0).PushSegment());
+  for (uint64_t i = 10; i < 14; i++)
+    ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+  gate.Open();
+  for (guint k = 0; k < 2; k++)
+    ASSERT_TRUE(rig.source(k).PushEvent(gst_event_new_eos()));
+  for (guint k = 0; k < 2; k++)
+    ASSERT_TRUE(rig.out(k).log().WaitEvents(GST_EVENT_EOS))
+        << rig.out(k).log().Summary();
+
+  // frame 0 was in the branch: it came back late and was dropped; 1 to 3
+  // never went into it
+  EXPECT_EQ(rig.out(0).log().BufferIndices(), Indices(0, 10, 4))
+      << rig.out(0).log().Summary();
+  EXPECT_EQ(rig.out(1).log().BufferIndices(), Indices(1, 0, 4))
+      << rig.out(1).log().Summary();
+  std::vector<int64_t> want = {0};
+  for (int64_t i : Indices(1, 0, 4))
+    want.push_back(i);
+  for (int64_t i : Indices(0, 10, 4))
+    want.push_back(i);
+  EXPECT_EQ(gate.Seen(), want);
+
+  GstStructure *stats = nullptr;
+  g_object_get(rig.fanin(), "stats", &stats, nullptr);
+  ASSERT_NE(stats, nullptr);
+  guint in_flight = 1;
+  EXPECT_TRUE(gst_structure_get_uint(stats, "in-flight", &in_flight));
+  EXPECT_EQ(in_flight, 0u);
+  gst_structure_free(stats);
 }
 
 }  // namespace
