@@ -25,6 +25,29 @@ gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv)
   return true;
 }
 
+/* A lane's new stream-start: its EOS is gone; after our EOS went out (the
+ * fan-out's streams all ended, then one started again), the output runs
+ * again and a new stream-start goes out before what comes. TRUE when the
+ * caller is to start the src task (without the lock). */
+bool
+gst_gpufan_in_restart_after_eos (GstGpuFanIn * self, GstPad * pad)
+{
+  GstGpuFanInPrivate * priv = self->priv;
+  std::lock_guard<gpufan::Mutex> lk (priv->lock);
+  auto it = priv->pads.find (pad);
+  if (it == priv->pads.end () || !it->second.eos)
+    return false;
+  it->second.eos = false;
+  if (!priv->output.EosSentUnlocked () || !GST_PAD_IS_ACTIVE (self->srcpad))
+    return false;
+  GST_DEBUG_OBJECT (pad, "a new stream after our EOS: the output restarts");
+  priv->output.StartUnlocked ();
+  gst_gpufan_in_restart_output_unlocked (self);
+  gst_clear_event (&priv->out_stream_start);
+  priv->streams_stats_posted = false;
+  return true;
+}
+
 /* Whether the stream ends now: the rule is the Session's (FanInPort::
  * DecideEndOfStream, see docs/ordering.md, "When the stream ends"); here,
  * which pads have their EOS, and the names of those whose EOS never came.
@@ -136,10 +159,27 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
       gst_event_set_seqnum (eos, priv->eos_seqnum);
   }
   gst_pad_push_event (self->srcpad, eos);
-  gst_gpufan_in_end_streams (self);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    if (!gst_gpufan_in_all_pads_eos_unlocked (priv)) {
+      /* a lane started again meanwhile (gst_gpufan_in_restart_after_eos
+       * saw no EOS of ours yet): the output goes on, and the src_%u pads
+       * end at the next end */
+      gst_clear_event (&priv->out_stream_start);
+      priv->streams_stats_posted = false;
+      return;
+    }
+    gst_gpufan_in_end_streams_unlocked (self);
     priv->output.MarkEosSentUnlocked ();
   }
   priv->output.PauseTask ();
+  /* a lane that started again after our EOS went out may have started the
+   * task before this pause: it runs again */
+  bool restarted;
+  {
+    std::lock_guard<gpufan::Mutex> lk (priv->lock);
+    restarted = !priv->output.HaltedUnlocked ();
+  }
+  if (restarted)
+    priv->output.StartTask (gst_gpufan_in_src_loop, self);
 }

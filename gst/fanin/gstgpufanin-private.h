@@ -380,7 +380,10 @@ void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
     const std::shared_ptr<gpufan::FanInPort> & session, bool listen);
 /* The end: every stream's src pad that has not had EOS gets it (after what
  * its queue holds). Under output_lock. */
-void gst_gpufan_in_end_streams (GstGpuFanIn * self);
+void gst_gpufan_in_end_streams_unlocked (GstGpuFanIn * self);
+/* gstgpufanin-eos.cpp: @pad's new stream-start after its EOS; TRUE when
+ * our EOS had gone out and the src task is to start again. */
+bool gst_gpufan_in_restart_after_eos (GstGpuFanIn * self, GstPad * pad);
 /* A new start: every stream's output starts over. */
 void gst_gpufan_in_restart_streams (GstGpuFanIn * self);
 /* gstgpufanin-chunk.cpp: a chunk-start event of our fan-out (consumed:

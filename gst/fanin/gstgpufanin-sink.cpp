@@ -208,9 +208,11 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
           }
         }
       }
-      /* the lane is FIFO: whatever of it has not come back never will */
+      /* the lane is FIFO: whatever of it came before the EOS and has not
+       * come back never will (a stream that started again follows it) */
       if (session)
-        session->LaneEnded (lane);
+        session->LaneEnded (lane,
+            session->EventPosition (gst_event_get_seqnum (event)));
       {
         std::lock_guard<gpufan::Mutex> lk (priv->lock);
         gst_gpufan_in_wake_output_unlocked (self);
@@ -238,8 +240,11 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
           it->second.sticky = std::move (events);
         }
       }
-      if (GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
+      if (GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START) {
         gst_gpufan_in_ensure_paired (self, pad);
+        if (gst_gpufan_in_restart_after_eos (self, pad))
+          priv->output.StartTask (gst_gpufan_in_src_loop, self);
+      }
       gst_event_unref (event);
       return TRUE;
     }

@@ -38,7 +38,7 @@ public:
   {
     released.holds_stream_slot = false;
   }
-  /* The end of the stream (gst_gpufan_in_end_streams): EOS if none went. */
+  /* The end of the stream (gst_gpufan_in_end_streams_unlocked): EOS if none went. */
   static QueuedRelease End ()
   {
     QueuedRelease end{ gpufan::Released (), nullptr };

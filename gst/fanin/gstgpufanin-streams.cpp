@@ -212,21 +212,17 @@ gst_gpufan_in_push_stream_released (GstGpuFanIn * self,
 }
 
 void
-gst_gpufan_in_end_streams (GstGpuFanIn * self)
+gst_gpufan_in_end_streams_unlocked (GstGpuFanIn * self)
 {
-  std::vector<gpufanin::StreamOutputPtr> outputs;
-  {
-    std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
-    for (auto & kv : self->priv->stream_outputs)
-      outputs.push_back (kv.second);
-  }
   /* gst_gpufan_in_finish_stream posted the statistics just before */
-  if (!outputs.empty ())
+  if (!self->priv->stream_outputs.empty ())
     self->priv->streams_stats_posted = true;
   /* one that never carried a stream ends too (with a stream-start of
-   * ours), or its downstream would never end; after what its queue holds */
-  for (const gpufanin::StreamOutputPtr & o : outputs)
-    gst_gpufan_in_stream_output_enqueue (*o, gpufanin::QueuedRelease::End ());
+   * ours), or its downstream would never end; after what its queue holds
+   * (under the lock: before any item of a stream that starts again) */
+  for (auto & kv : self->priv->stream_outputs)
+    gst_gpufan_in_stream_output_enqueue (*kv.second,
+        gpufanin::QueuedRelease::End ());
 }
 
 namespace {

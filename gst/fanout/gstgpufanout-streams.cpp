@@ -6,7 +6,8 @@
  *
  * What the lanes' branches see: one stream-start, the caps every stream
  * shares (streams whose caps differ are an error naming them), the first
- * stream's segment, and EOS once every stream has ended. Each stream's own
+ * stream's segment, and EOS once every stream has ended (a stream that
+ * starts after that starts them again: restart_lanes_locked). Each stream's own
  * serialized events (stream-start, segment, tags, EOS...) bypass the lanes:
  * they go through the Session's window (Session::AttachStreamEvent) and
  * leave on src_<index> after every frame of the stream that came before
@@ -100,26 +101,21 @@ fanout::main_input_allowed (GstGpuFanOut * self)
   return TRUE;
 }
 
-/* FALSE (a flow to return in *@ret, an error or warning posted) when data
- * on a sink_%u pad cannot go into the lanes. */
+static void restart_lanes_locked (GstGpuFanOut * self);
+
+/* FALSE (a flow to return in *@ret, an error posted) when data on a
+ * sink_%u pad cannot go into the lanes. */
 static gboolean
-stream_input_allowed (GstGpuFanOut * self, GstPad * pad,
-    GstFlowReturn * ret = nullptr)
+stream_input_allowed (GstGpuFanOut * self, GstFlowReturn * ret = nullptr)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   if (ret)
     *ret = GST_FLOW_ERROR;
   if (G_UNLIKELY (priv->lanes_ended.load ())) {
-    /* the lanes' branches have had their EOS: they take nothing more */
-    GST_ELEMENT_WARNING (self, STREAM, FAILED,
-        ("%s: every stream had ended, and the lanes with them: a stream "
-         "cannot start again before the pipeline does (READY, then "
-         "PLAYING)",
-            GST_OBJECT_NAME (pad)),
-        ("keep one stream going while others come and go"));
-    if (ret)
-      *ret = GST_FLOW_EOS;
-    return FALSE;
+    /* data after every stream had ended, without a new stream-start (a
+     * flushing seek's): the lanes start again */
+    std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
+    restart_lanes_locked (self);
   }
   if (G_LIKELY (priv->stream_inputs_used.load (std::memory_order_relaxed)))
     return TRUE;
@@ -281,6 +277,34 @@ lanes_withdraw_stream (GstGpuFanOut * self, guint32 stream)
   }
 }
 
+/* A stream starts (or flushes, or sends data) after every stream had
+ * ended and the lanes with them (with streams_lock held): the lanes start
+ * again, with a new stream-start, the caps and the segment they had, and
+ * the Session's input goes on. */
+static void
+restart_lanes_locked (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  if (!priv->lanes_ended)
+    return;
+  GST_DEBUG_OBJECT (self, "a stream after every stream ended: the lanes "
+      "start again");
+  priv->lanes_ended = false;
+  priv->lanes_stream_started = false;
+  priv->stats_posted = false;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    lane->eos_pushed = false;
+  }
+  priv->session->RestartInput ();
+  start_lanes_locked (self);
+  if (priv->lanes_caps)
+    send_to_lanes_locked (self, gst_event_new_caps (priv->lanes_caps));
+  if (GstEvent * segment = gst_pad_get_sticky_event (self->sinkpad,
+          GST_EVENT_SEGMENT, 0))
+    send_to_lanes_locked (self, segment);
+}
+
 static gboolean
 stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
@@ -301,6 +325,8 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
         if (StreamInput * input = find_input_unlocked (priv, spad))
           input->ended = false;
+        /* a flushing seek after every stream ended */
+        restart_lanes_locked (self);
       }
       /* what its chain function queued after FLUSH_START (it has returned
        * now: FLUSH_STOP comes on its thread) */
@@ -314,7 +340,7 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return TRUE;
     }
     case GST_EVENT_GAP: {
-      if (!stream_input_allowed (self, pad)) {
+      if (!stream_input_allowed (self)) {
         gst_event_unref (event);
         return FALSE;
       }
@@ -339,6 +365,7 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
       if (StreamInput * input = find_input_unlocked (priv, spad))
         input->ended = false;
+      restart_lanes_locked (self);
       start_lanes_locked (self);
       attach_to_stream (self, stream, event);
       return TRUE;
@@ -378,7 +405,7 @@ stream_chain (GstPad * pad, GstObject * parent, GstBuffer * buffer)
   GstGpuFanOut * self = GST_GPUFAN_OUT (parent);
   GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
   GstFlowReturn refused;
-  if (!stream_input_allowed (self, pad, &refused)) {
+  if (!stream_input_allowed (self, &refused)) {
     gst_buffer_unref (buffer);
     return refused;
   }

@@ -98,8 +98,12 @@ class FanInPort : public StatsView {
   void AttachBefore(uint64_t seq, PayloadPtr payload) {
     core().AttachBefore(seq, std::move(payload));
   }
-  // The lane ended (EOS): its outstanding items are gone.
-  void LaneEnded(uint32_t lane) { core().LaneEnded(lane); }
+  // The lane ended (EOS): its outstanding items are gone; with
+  // `before_seq` (the EOS's EventPosition), only those dispatched before it.
+  void LaneEnded(uint32_t lane,
+                 std::optional<uint64_t> before_seq = std::nullopt) {
+    core().LaneEnded(lane, before_seq);
+  }
   // Serialized events: where the fan-out placed the event `event_key`
   // (its seqnum) in the item sequence.
   std::optional<uint64_t> EventPosition(uint32_t event_key) const {

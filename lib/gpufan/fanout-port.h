@@ -193,6 +193,9 @@ class FanOutPort : public StatsView {
   // is accounted for, the fan-in need not wait longer than stall-timeout for
   // the lanes' own EOS (AccountedForSinceNs).
   void EndInput() { core().EndInput(); }
+  // A new stream after EndInput (its lanes get a stream-start again): the
+  // input goes on, and the fan-in waits for the lanes' next EOS.
+  void RestartInput() { core().RestartInput(); }
   // Serialized events: the fan-out records where in the item sequence an event
   // (identified by its seqnum) happened, the fan-in places it there.
   uint64_t MarkEventPosition(uint32_t event_key) {

@@ -131,6 +131,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void SetStallListener(std::function<void(uint32_t lane)> listener);
   void SetDrainListener(std::function<void()> listener);
   void EndInput();
+  void RestartInput();
   uint64_t MarkEventPosition(uint32_t event_key);
   uint64_t NextSeq() const;
   void SetFlushing(bool flushing);
@@ -193,7 +194,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ReadyBatch ProveLaneAndTakeReady(uint32_t lane, uint64_t seq);
   void ProveLaneAndTakeReady(uint32_t lane, uint64_t seq, ReadyBatch *batch);
   void AttachBefore(uint64_t seq, PayloadPtr payload);
-  void LaneEnded(uint32_t lane);
+  void LaneEnded(uint32_t lane,
+                 std::optional<uint64_t> before_seq = std::nullopt);
   std::optional<uint64_t> EventPosition(uint32_t event_key) const;
   bool HoldsArrivedFrom(uint32_t lane) const;
   void NoteLaneReset(uint32_t lane);
@@ -352,8 +354,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   // streams share its PTS.
   bool MustHoldUnmarkedUnlocked(const Lane& lane, int64_t pts_ns) const;
   // Matches the held buffers that the lane's arrivals have made certain, in
-  // order; with `final` (the lane ends, a marker proved its items so far,
-  // or a buffer with our meta came),
+  // order; with `final` (the lane ends or has pushed all it had, a marker
+  // proved its items so far, or a buffer with our meta came),
   // the ones still ambiguous are dropped (unmatched_), never given to
   // another stream's item.
   void ResolveUnmarkedUnlocked(Lane& lane, bool final);

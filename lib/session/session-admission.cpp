@@ -428,6 +428,11 @@ bool Session::MarkStartedAfterPush(uint32_t lane, uint64_t pushed_seq,
 bool Session::OnPushedUnlocked(Lane& l, uint64_t seq, PushOutcome outcome) {
   if (l.in_push && l.pushing_seq == seq)
     l.in_push = false;
+  // Everything dispatched to the lane went into its branch: buffers held
+  // without our meta are matched now or never (waiting for more could wait
+  // for admission, which their items hold up).
+  if (l.queued == 0 && !l.unmarked.empty())
+    ResolveUnmarkedUnlocked(l, true);
   auto it = FindOutstandingUnlocked(l, seq);
   // Gone already: it arrived, expired, or the lane was reset. A stalled
   // lane's worker that got out of its push shows whether the branch answers
@@ -466,6 +471,14 @@ void Session::EndInput() {
     return;
   input_ended_ = true;
   UpdateAccountedUnlocked(clock_->NowNs());
+  NotifyAllUnlocked();
+}
+
+void Session::RestartInput() {
+  std::lock_guard<Mutex> lock(mutex_);
+  input_ended_ = false;
+  // the fan-in's end waits for the lanes' next EOS again
+  accounted_since_ns_ = kNoTime;
   NotifyAllUnlocked();
 }
 

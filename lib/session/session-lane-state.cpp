@@ -195,10 +195,26 @@ bool Session::output_failed() const {
   return output_failed_;
 }
 
-void Session::LaneEnded(uint32_t lane) {
+void Session::LaneEnded(uint32_t lane, std::optional<uint64_t> before_seq) {
   std::lock_guard<Mutex> lock(mutex_);
-  if (Lane *l = FindLaneUnlocked(lane))
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l)
+    return;
+  if (!before_seq) {
     DropAllOutstandingUnlocked(*l);
+    return;
+  }
+  // Items dispatched after the EOS (a stream that started again) follow it
+  // on the lane: only those before it are gone.
+  ResolveUnmarkedUnlocked(*l, true);
+  auto& fifo = l->outstanding;
+  auto end = std::find_if(fifo.begin(), fifo.end(), [&](const Outstanding& o) {
+    return o.seq >= *before_seq;
+  });
+  for (auto it = fifo.begin(); it != end; ++it)
+    DropOutstandingUnlocked(*l, *it, false);
+  fifo.erase(fifo.begin(), end);
+  NotifyAllUnlocked();
 }
 
 void Session::DropAllOutstandingUnlocked(Lane& lane, bool push_failed) {

@@ -87,9 +87,17 @@ void Session::ResolveUnmarkedUnlocked(Lane& lane, bool final) {
     }
     if (!settled)
       return;
-    // Its candidates stay outstanding: a later match proves them dropped.
+    // It came from the first candidate or a later one: the first is gone
+    // either way (dropped by the branch, or its frame is this one we drop),
+    // and so is all before it. The others stay outstanding (one may still
+    // come): a later match proves them dropped.
     unmatched_++;
+    const size_t through =
+        cands.empty() ? 0
+                      : static_cast<size_t>(cands.front() -
+                                            lane.outstanding.begin()) + 1;
     held.pop_front();
+    SettleFrontUnlocked(lane, through, std::nullopt, std::nullopt);
   }
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// Several input streams at their edges: a stream's flush with its frames
+// Several input streams at their edges: a stream that starts after every
+// other ended (or a flushing seek after the end), a stream's flush with its frames
 // waiting in the lanes' queues (they are taken out; the other streams keep
 // theirs), and a branch that strips our meta and drops frames of streams
 // whose PTS are the same (a frame never leaves on another stream's pad). Assertions are on order, counts and events, never
@@ -101,11 +102,12 @@ void CheckStrippedDropsStayInTheirStream(guint lanes) {
       bool whole = true;
       for (guint other = 0; other < kStreams; other++)
         whole &= !DroppedByBranch(other, i);
-      if (whole)
+      if (whole) {
         EXPECT_EQ(delivered.count(static_cast<int64_t>(k * kStreamStride + i)),
                   1u)
             << "frame " << i << " of stream " << k << " (no stream lost it): "
             << log.Summary();
+      }
     }
   }
 }
@@ -169,8 +171,9 @@ TEST(StreamsEdges, AStreamsFlushTakesItsFramesOutOfTheLaneQueues) {
   ASSERT_EQ(rig.Push(0, 0), GST_FLOW_OK);
   ASSERT_TRUE(gate.WaitEntered());
   for (uint64_t i = 0; i < 4; i++) {
-    if (i > 0)
+    if (i > 0) {
       ASSERT_EQ(rig.Push(0, i), GST_FLOW_OK);
+    }
     ASSERT_EQ(rig.Push(1, i), GST_FLOW_OK);
   }
   ASSERT_TRUE(rig.source(0).PushEvent(gst_event_new_flush_start()));
@@ -205,6 +208,88 @@ TEST(StreamsEdges, AStreamsFlushTakesItsFramesOutOfTheLaneQueues) {
   EXPECT_TRUE(gst_structure_get_uint(stats, "in-flight", &in_flight));
   EXPECT_EQ(in_flight, 0u);
   gst_structure_free(stats);
+}
+
+// Stream k's frames first..first+count-1, then its EOS.
+void PushFramesAndEos(StreamsRig& rig, guint k, uint64_t first,
+                      uint64_t count) {
+  for (uint64_t i = first; i < first + count; i++)
+    ASSERT_EQ(rig.Push(k, i), GST_FLOW_OK);
+  ASSERT_TRUE(rig.source(k).PushEvent(gst_event_new_eos()));
+}
+
+TEST(StreamsEdges, AStreamThatStartsAfterEveryOtherEndedIsDelivered) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  GstPad *main_src = gst_element_get_static_pad(rig.fanin(), "src");
+  ProbeRecorder main_out(main_src);
+  gst_object_unref(main_src);
+  ASSERT_TRUE(rig.PlayAndStart());
+  for (guint k = 0; k < 2; k++)
+    PushFramesAndEos(rig, k, 0, 5);
+  for (guint k = 0; k < 2; k++)
+    ASSERT_TRUE(rig.out(k).log().WaitEvents(GST_EVENT_EOS))
+        << rig.out(k).log().Summary();
+  // every stream ended: the lanes too, and gpufanin's src
+  ASSERT_TRUE(main_out.log().WaitEvents(GST_EVENT_EOS))
+      << main_out.log().Summary();
+
+  ASSERT_TRUE(rig.AddStream());
+  ASSERT_TRUE(rig.source(2).Start());
+  PushFramesAndEos(rig, 2, 0, 5);
+  // (src_2, requested while gpufanin ended, may have had a stream-start and
+  // an EOS of ours before its stream's)
+  ASSERT_TRUE(rig.out(2).log().WaitFor([](const std::vector<Entry>& e) {
+    return !e.empty() && e.back().type() == GST_EVENT_EOS && e.size() > 1 &&
+           e[e.size() - 2].is_buffer;
+  })) << rig.out(2).log().Summary();
+  EXPECT_EQ(rig.out(2).log().BufferIndices(), Indices(2, 0, 5))
+      << rig.out(2).log().Summary();
+  // the lanes ended again; gpufanin's src had a new stream-start first
+  ASSERT_TRUE(main_out.log().WaitEvents(GST_EVENT_EOS, 2))
+      << main_out.log().Summary();
+  EXPECT_EQ(main_out.log().Events(GST_EVENT_STREAM_START), 2u)
+      << main_out.log().Summary();
+  for (guint k = 0; k < 2; k++) {
+    EXPECT_EQ(rig.out(k).log().BufferIndices(), Indices(k, 0, 5));
+    EXPECT_EQ(rig.out(k).log().Events(GST_EVENT_EOS), 1u);
+  }
+  GstStructure *stats = nullptr;
+  g_object_get(rig.fanin(), "stats", &stats, nullptr);
+  ASSERT_NE(stats, nullptr);
+  gboolean ended = FALSE;
+  EXPECT_TRUE(gst_structure_get_boolean(stats, "input-ended", &ended));
+  EXPECT_TRUE(ended);
+  gst_structure_free(stats);
+}
+
+TEST(StreamsEdges, AFlushingSeekOnEveryStreamAfterTheEndDeliversAgain) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.PlayAndStart());
+  for (guint k = 0; k < 2; k++)
+    PushFramesAndEos(rig, k, 0, 5);
+  for (guint k = 0; k < 2; k++)
+    ASSERT_TRUE(rig.out(k).log().WaitEvents(GST_EVENT_EOS))
+        << rig.out(k).log().Summary();
+
+  // the seek: each stream flushes, then goes on from frame 3
+  for (guint k = 0; k < 2; k++) {
+    ASSERT_TRUE(rig.source(k).PushEvent(gst_event_new_flush_start()));
+    ASSERT_TRUE(rig.source(k).PushEvent(gst_event_new_flush_stop(TRUE)));
+    ASSERT_TRUE(rig.source(k).PushSegment());
+  }
+  for (guint k = 0; k < 2; k++)
+    PushFramesAndEos(rig, k, 3, 5);
+  for (guint k = 0; k < 2; k++) {
+    RecordLog& log = rig.out(k).log();
+    ASSERT_TRUE(log.WaitEvents(GST_EVENT_EOS, 2)) << log.Summary();
+    std::vector<int64_t> want = Indices(k, 0, 5);
+    for (int64_t i : Indices(k, 3, 5))
+      want.push_back(i);
+    EXPECT_EQ(log.BufferIndices(), want) << log.Summary();
+    EXPECT_EQ(log.Events(GST_EVENT_FLUSH_STOP), 1u) << log.Summary();
+  }
 }
 
 }  // namespace
