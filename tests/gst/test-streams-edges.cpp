@@ -218,18 +218,25 @@ void PushFramesAndEos(StreamsRig& rig, guint k, uint64_t first,
   ASSERT_TRUE(rig.source(k).PushEvent(gst_event_new_eos()));
 }
 
-TEST(StreamsEdges, AStreamThatStartsAfterEveryOtherEndedIsDelivered) {
-  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
-  ASSERT_TRUE(rig.ok());
-  GstPad *main_src = gst_element_get_static_pad(rig.fanin(), "src");
-  ProbeRecorder main_out(main_src);
-  gst_object_unref(main_src);
+// Streams 0 and 1: frames 0..4 and EOS each, out of their src pads.
+void PlayTwoStreamsToTheirEnd(StreamsRig& rig) {
   ASSERT_TRUE(rig.PlayAndStart());
   for (guint k = 0; k < 2; k++)
     PushFramesAndEos(rig, k, 0, 5);
   for (guint k = 0; k < 2; k++)
     ASSERT_TRUE(rig.out(k).log().WaitEvents(GST_EVENT_EOS))
         << rig.out(k).log().Summary();
+}
+
+TEST(StreamsEdges, AStreamThatStartsAfterEveryOtherEndedIsDelivered) {
+  StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
+  ASSERT_TRUE(rig.ok());
+  GstPad *main_src = gst_element_get_static_pad(rig.fanin(), "src");
+  ProbeRecorder main_out(main_src);
+  gst_object_unref(main_src);
+  PlayTwoStreamsToTheirEnd(rig);
+  if (::testing::Test::HasFatalFailure())
+    return;
   // every stream ended: the lanes too, and gpufanin's src
   ASSERT_TRUE(main_out.log().WaitEvents(GST_EVENT_EOS))
       << main_out.log().Summary();
@@ -266,12 +273,9 @@ TEST(StreamsEdges, AStreamThatStartsAfterEveryOtherEndedIsDelivered) {
 TEST(StreamsEdges, AFlushingSeekOnEveryStreamAfterTheEndDeliversAgain) {
   StreamsRig rig(2, 2, Branch::Mode::kPassthrough);
   ASSERT_TRUE(rig.ok());
-  ASSERT_TRUE(rig.PlayAndStart());
-  for (guint k = 0; k < 2; k++)
-    PushFramesAndEos(rig, k, 0, 5);
-  for (guint k = 0; k < 2; k++)
-    ASSERT_TRUE(rig.out(k).log().WaitEvents(GST_EVENT_EOS))
-        << rig.out(k).log().Summary();
+  PlayTwoStreamsToTheirEnd(rig);
+  if (::testing::Test::HasFatalFailure())
+    return;
 
   // the seek: each stream flushes, then goes on from frame 3
   for (guint k = 0; k < 2; k++) {
