@@ -193,6 +193,18 @@ fanout::enqueue_event_on_all_lanes_positioned (GstGpuFanOut * self,
   enqueue_event_on_all_lanes (self, event, position);
 }
 
+void
+fanout::restart_input_after_eos (GstGpuFanOut * self)
+{
+  GstGpuFanOutPrivate * priv = self->priv;
+  priv->stats_posted = false;
+  for (const LanePtr & lane : snapshot_lanes (self)) {
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    lane->eos_pushed = false;
+  }
+  priv->session->RestartInput ();
+}
+
 /* A flush goes into every lane but one that had failed when it began: that
  * lane takes nothing more, and its branch may be stuck in a push for good
  * (a flush would wait for it); gpufanin's pad for it never starts flushing.
@@ -284,6 +296,8 @@ gst_gpufan_out_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       break;
     }
     case GST_EVENT_STREAM_START:
+      if (priv->session->input_ended ())
+        restart_input_after_eos (self);
       for (const LanePtr & lane : snapshot_lanes (self))
         request_probe (self, lane);
       break;

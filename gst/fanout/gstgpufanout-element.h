@@ -280,6 +280,10 @@ GstPad * request_lane_like (GstGpuFanOut * self, guint like);
 gboolean caps_in_host_memory (GstCaps * caps);
 gboolean aggregate_allocation (GstGpuFanOut * self, GstQuery * query);
 
+/* A new stream after the input's EOS went into the lanes: the lanes'
+ * EOS is behind them (statistics are posted again at the next) and the
+ * Session's input goes on (gstgpufanout-dispatch.cpp). */
+void restart_input_after_eos (GstGpuFanOut * self);
 /* Serialized event @event into every lane, at its place among the items
  * (gstgpufanout-dispatch.cpp). Takes @event. */
 void enqueue_event_on_all_lanes_positioned (GstGpuFanOut * self,

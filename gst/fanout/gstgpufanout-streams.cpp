@@ -291,12 +291,7 @@ restart_lanes_locked (GstGpuFanOut * self)
       "start again");
   priv->lanes_ended = false;
   priv->lanes_stream_started = false;
-  priv->stats_posted = false;
-  for (const LanePtr & lane : snapshot_lanes (self)) {
-    std::lock_guard<gpufan::Mutex> lk (lane->lock);
-    lane->eos_pushed = false;
-  }
-  priv->session->RestartInput ();
+  restart_input_after_eos (self);
   start_lanes_locked (self);
   if (priv->lanes_caps)
     send_to_lanes_locked (self, gst_event_new_caps (priv->lanes_caps));

@@ -296,4 +296,23 @@ TEST(StreamsEdges, AFlushingSeekOnEveryStreamAfterTheEndDeliversAgain) {
   }
 }
 
+TEST(StreamsEdges, OneStreamStartingAgainAfterItsEosIsDelivered) {
+  // the single sink pad: a new stream-start after EOS
+  FanRig rig;
+  ASSERT_TRUE(rig.ok());
+  ASSERT_TRUE(rig.Play());
+  for (uint64_t first : {0, 5}) {
+    ASSERT_TRUE(rig.source().Start());
+    for (uint64_t i = first; i < first + 5; i++)
+      ASSERT_EQ(rig.source().PushIndex(i), GST_FLOW_OK);
+    ASSERT_TRUE(rig.source().PushEvent(gst_event_new_eos()));
+    ASSERT_TRUE(rig.out().log().WaitEvents(GST_EVENT_EOS, first == 0 ? 1 : 2))
+        << rig.out().log().Summary();
+  }
+  EXPECT_TRUE(IsSequence(rig.out().log().BufferIndices(), 0, 10))
+      << rig.out().log().Summary();
+  EXPECT_EQ(rig.out().log().Events(GST_EVENT_STREAM_START), 2u)
+      << rig.out().log().Summary();
+}
+
 }  // namespace
