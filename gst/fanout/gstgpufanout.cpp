@@ -62,7 +62,9 @@ static GstStaticPadTemplate stream_sink_template
         GST_STATIC_CAPS_ANY);
 
 #define gst_gpufan_out_parent_class parent_class
-G_DEFINE_TYPE (GstGpuFanOut, gst_gpufan_out, GST_TYPE_ELEMENT);
+G_DEFINE_TYPE_WITH_CODE (GstGpuFanOut, gst_gpufan_out, GST_TYPE_ELEMENT,
+    G_IMPLEMENT_INTERFACE (GST_TYPE_CHILD_PROXY,
+        gst_gpufan_out_child_proxy_init));
 
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (gpufanout, "gpufanout", GST_RANK_NONE,
     GST_TYPE_GPUFAN_OUT,
@@ -380,6 +382,7 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
 
   gobject_class->finalize = gst_gpufan_out_finalize;
   gst_gpufan_out_install_control_signals (klass);
+  gst_gpufan_out_install_child_proxy (klass);
 
   install_properties (gobject_class);
 

@@ -111,4 +111,47 @@ TEST(FanoutControl, ReplacementPadIsANewLaneOwnedByTheCaller) {
   EXPECT_EQ(none, nullptr) << "lane 7 was never placed";
 }
 
+// Pad properties in a launch line: gpufanout is a GstChildProxy of its
+// pads, so the parser sets `src_0::weight` once the link requested the pad
+// (it fails without the interface: no property "src_0::weight").
+TEST(FanoutChildProxy, PadPropertiesCanBeSetInALaunchLine) {
+  LaunchedPipeline p(
+      "gpufanout name=f devices=cpu:2 src_0::weight=3 sink_0::leaky=true "
+      "sink_0::weight=2 gpufanin name=m  f.src_0 ! m.sink_0  f.src_1 ! "
+      "m.sink_1  videotestsrc num-buffers=30 ! "
+      "video/x-raw,width=16,height=16 ! f.sink_0  m.src_0 ! fakesink");
+  ASSERT_TRUE(p.ok());
+  GstElement *f = p.element("f");
+  ASSERT_TRUE(GST_IS_CHILD_PROXY(f));
+  GstPad *lane0 = gst_element_get_static_pad(f, "src_0");
+  GstPad *lane1 = gst_element_get_static_pad(f, "src_1");
+  GstPad *stream0 = gst_element_get_static_pad(f, "sink_0");
+  ASSERT_NE(lane0, nullptr);
+  ASSERT_NE(lane1, nullptr);
+  ASSERT_NE(stream0, nullptr);
+  gdouble weight = 0;
+  g_object_get(lane0, "weight", &weight, nullptr);
+  EXPECT_EQ(weight, 3.0);
+  g_object_get(lane1, "weight", &weight, nullptr);
+  EXPECT_EQ(weight, 1.0);
+  gboolean leaky = FALSE;
+  g_object_get(stream0, "leaky", &leaky, "weight", &weight, nullptr);
+  EXPECT_TRUE(leaky);
+  EXPECT_EQ(weight, 2.0);
+  gst_object_unref(lane0);
+  gst_object_unref(lane1);
+  gst_object_unref(stream0);
+  // and from code, by name, as on any child proxy
+  gst_child_proxy_set(GST_CHILD_PROXY(f), "src_1::weight", 0.5, nullptr);
+  GObject *child = gst_child_proxy_get_child_by_name(GST_CHILD_PROXY(f),
+                                                     "src_1");
+  ASSERT_NE(child, nullptr);
+  g_object_get(child, "weight", &weight, nullptr);
+  EXPECT_EQ(weight, 0.5);
+  g_object_unref(child);
+  EXPECT_EQ(gst_child_proxy_get_children_count(GST_CHILD_PROXY(f)), 4u);
+  EXPECT_TRUE(p.PlayToEos());
+  EXPECT_TRUE(p.Stop());
+}
+
 }  // namespace
