@@ -234,6 +234,11 @@ TEST(StreamsEdges, AStreamThatStartsAfterEveryOtherEndedIsDelivered) {
   GstPad *main_src = gst_element_get_static_pad(rig.fanin(), "src");
   ProbeRecorder main_out(main_src);
   gst_object_unref(main_src);
+  // the pipeline stops before main_out goes: its probe may still be running
+  struct StopFirst {
+    StreamsRig& rig;
+    ~StopFirst() { EXPECT_TRUE(rig.Stop()); }
+  } stop_first{rig};
   PlayTwoStreamsToTheirEnd(rig);
   if (::testing::Test::HasFatalFailure())
     return;
