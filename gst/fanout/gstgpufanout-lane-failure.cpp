@@ -132,17 +132,19 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
   if (replay)
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
         ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
-         "%u frames it held go to the other lanes%s",
+         "%u %s it held go%s to the other lanes%s",
             lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason,
-            replayed + lost, lost ? " (some could not: lost)" : ""),
+            replayed + lost, replayed + lost == 1 ? "frame" : "frames",
+            replayed + lost == 1 ? "es" : "",
+            lost ? " (some could not: lost)" : ""),
         ("lane %u: %s; %u frames sent again, %u lost", lane->id, reason,
             replayed, lost));
   else
     GST_ELEMENT_WARNING (self, STREAM, FAILED,
         ("Lane %u (%s:%s, device %s) failed (%s) and leaves the stream; the "
-         "%u frames it held are lost",
+         "%u %s it held %s lost",
             lane->id, GST_DEBUG_PAD_NAME (lane->pad), device.c_str (), reason,
-            lost),
+            lost, lost == 1 ? "frame" : "frames", lost == 1 ? "is" : "are"),
         ("lane %u: %s; the frames it held are given up", lane->id, reason));
   gst_element_post_message (GST_ELEMENT_CAST (self),
       gst_message_new_element (GST_OBJECT_CAST (self),

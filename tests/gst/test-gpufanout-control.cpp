@@ -111,6 +111,39 @@ TEST(FanoutControl, ReplacementPadIsANewLaneOwnedByTheCaller) {
   EXPECT_EQ(none, nullptr) << "lane 7 was never placed";
 }
 
+// The warning of a lane that leaves says how many frames it held, in
+// words that agree with the count.
+TEST(FanoutControl, TheWarningCountsTheFramesTheLaneHeld) {
+  for (guint held : {1u, 2u}) {
+    FanRigOptions o;
+    o.mode = Branch::Mode::kHold;
+    FanRig rig(o);
+    ASSERT_TRUE(rig.ok());
+    gst_util_set_object_arg(G_OBJECT(rig.fanout()), "on-lane-error",
+                            "replay");
+    ASSERT_TRUE(rig.Play());
+    ASSERT_TRUE(rig.source().Start());
+    // round-robin: 0, 2 on lane 0, 1 on lane 1
+    ASSERT_TRUE(PushRange(rig.source(), 0, 2 * held - 1));
+    ASSERT_TRUE(rig.branch(0).WaitHeldBuffers(held));
+    g_signal_emit_by_name(rig.fanout(), "fail-lane", 0u);
+    GstMessage *w = rig.bus().WaitFor([](GstMessage *m) {
+      return GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING &&
+             BusLog::ErrorText(m).find("leaves the stream") !=
+                 std::string::npos;
+    });
+    ASSERT_NE(w, nullptr) << rig.bus().ErrorsText();
+    const std::string text = BusLog::ErrorText(w);
+    const std::string want =
+        held == 1 ? "the 1 frame it held goes to the other lanes"
+                  : "the 2 frames it held go to the other lanes";
+    EXPECT_NE(text.find(want), std::string::npos) << text;
+    rig.branch(1).SetMode(Branch::Mode::kPassthrough);
+    rig.branch(1).ReleaseAll();
+    ASSERT_TRUE(rig.Stop());
+  }
+}
+
 // Pad properties in a launch line: gpufanout is a GstChildProxy of its
 // pads, so the parser sets `src_0::weight` once the link requested the pad
 // (it fails without the interface: no property "src_0::weight").
