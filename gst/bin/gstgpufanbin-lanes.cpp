@@ -24,15 +24,28 @@
 static guint
 lane_count (GstGpuFanBin * self, guint lanes, std::string * error)
 {
-  if (lanes > 0)
-    return lanes;
   gchar * text = nullptr;
   g_object_get (self->fanout, "devices", &text, nullptr);
-  gpufan::DeviceSpec spec;
-  const bool ok = gpufan::DeviceSpec::Parse (text ? text : "", &spec, error);
+  const std::string devices = text ? text : "";
   g_free (text);
-  if (!ok)
+  gpufan::DeviceSpec spec;
+  const bool ok = gpufan::DeviceSpec::Parse (devices, &spec, error);
+  if (!ok) {
+    *error = "Bad devices setting: " + *error;
     return 0;
+  }
+  /* the fan-out would only name the lane's pad it cannot place */
+  if (lanes > 0 && spec.mode == gpufan::DeviceSpec::Mode::kCpu
+      && spec.cpu_lanes > 0 && lanes > spec.cpu_lanes) {
+    *error = "lanes=" + std::to_string (lanes) + " asks for more lanes than "
+        + "devices=" + devices + " allows (" + std::to_string (spec.cpu_lanes)
+        + " CPU lanes): set lanes=" + std::to_string (spec.cpu_lanes)
+        + " (or lanes=0, one per device), or devices=cpu:"
+        + std::to_string (lanes);
+    return 0;
+  }
+  if (lanes > 0)
+    return lanes;
   const gpufan::DeviceRegistry & registry = gst_gpufan_device_registry ();
   const guint cpus = MAX (1u, (guint)registry.cpu_count ());
   switch (spec.mode) {
@@ -181,7 +194,7 @@ fanbin::build_lanes (GstGpuFanBin * self)
   const guint count = lane_count (self, wanted, &error);
   if (count == 0 || count > fanbin::kMaxLanes) {
     const std::string text = count == 0
-        ? "Bad devices setting: " + error
+        ? error
         : "gpufanbin makes at most " + std::to_string (fanbin::kMaxLanes) + " lanes";
     GST_ELEMENT_ERROR (self, CORE, STATE_CHANGE, ("%s", text.c_str ()), (NULL));
     return FALSE;

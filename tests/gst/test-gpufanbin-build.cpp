@@ -182,6 +182,16 @@ TEST(GpuFanBin, BadBranchesFailAtReadyWithAClearError) {
   ExpectReadyFails(
       "videotestsrc ! gpufanbin devices=gpu0 branch=identity ! fakesink",
       "Bad devices setting: 'gpu0'");
+  // lanes beyond what devices allows: the error names lanes, not a pad
+  ExpectReadyFails(
+      "videotestsrc ! gpufanbin lanes=3 devices=cpu:2 branch=identity ! "
+      "fakesink",
+      "lanes=3 asks for more lanes than devices=cpu:2 allows (2 CPU lanes): "
+      "set lanes=2 (or lanes=0, one per device), or devices=cpu:3");
+  ExpectReadyFails(
+      "videotestsrc ! gpufanbin lanes=2 devices=gpu0 branch=identity ! "
+      "fakesink",
+      "Bad devices setting: 'gpu0'");
 }
 
 // A branch or lane count changed in NULL takes effect at the next start.
