@@ -224,8 +224,10 @@ fanout::install_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_QUEUE_SIZE,
       g_param_spec_uint ("queue-size", "Queue size",
-          "Buffers queued per lane before the lane counts as full (a lane "
-          "of microseconds: up to 4x that, while under 2 ms of its work)",
+          "How many buffers wait in each lane's queue before the lane counts "
+          "as full and gets no more (a lane that takes microseconds a buffer "
+          "may queue up to 4 times this, as long as that is under 2 ms of "
+          "its work)",
           1, 1024, DEFAULT_QUEUE_SIZE,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));

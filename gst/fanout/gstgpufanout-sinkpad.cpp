@@ -111,14 +111,17 @@ gst_gpufan_out_sink_pad_class_init (GstGpuFanOutSinkPadClass * klass)
    * GstGpuFanOutSinkPad:max-in-flight:
    *
    * At most this many of the stream's frames in flight (queued for a lane,
-   * in a branch, or waiting in gpufanin to leave in order); 0: only the
-   * element's max-in-flight bounds it.
+   * in a branch, waiting in gpufanin to leave in order, or waiting to leave
+   * its src_k); 0: the element's max-in-flight bounds those in the lanes
+   * and the window, and those waiting to leave src_k on their own. The
+   * element's range (at most 65536).
    */
   g_object_class_install_property (gobject_class, PROP_SINK_PAD_MAX_IN_FLIGHT,
       g_param_spec_uint ("max-in-flight", "Max in flight",
-          "At most this many of the stream's frames in flight "
-          "(0: only the element's max-in-flight bounds it)",
-          0, G_MAXUINT, 0,
+          "At most this many of the stream's frames in flight, those waiting "
+          "to leave gpufanin's src_k included (0: the element's "
+          "max-in-flight bounds them)",
+          0, 65536, 0,
           (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
               | G_PARAM_STATIC_STRINGS)));
   /**
