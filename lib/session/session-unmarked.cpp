@@ -8,6 +8,7 @@
 // the count falls short), and one that stays ambiguous is dropped: a frame
 // never leaves on another stream's pad.
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "gpufan/session.h"
@@ -41,16 +42,18 @@ void Session::ResolveUnmarkedUnlocked(Lane& lane, bool final) {
   auto& held = lane.unmarked;
   // A branch that duplicates frames must not make the list grow without end.
   final |= held.size() > lane.outstanding.size() + 1;
-  std::vector<std::deque<Outstanding>::iterator> cands;
+  // Indices into lane.outstanding, oldest first.
+  std::vector<size_t> cands;
   while (!held.empty()) {
     Unmarked& h = held.front();
     cands.clear();
-    for (auto it = lane.outstanding.begin(); it != lane.outstanding.end(); ++it)
-      if (CandidateFor(*it, h.pts_ns, h.limit_seq))
-        cands.push_back(it);
+    for (size_t i = 0; i < lane.outstanding.size(); ++i)
+      if (CandidateFor(lane.outstanding[i], h.pts_ns, h.limit_seq))
+        cands.push_back(i);
     bool one_stream = true;
-    for (const auto& c : cands)
-      one_stream &= c->stream == cands.front()->stream;
+    for (size_t c : cands)
+      one_stream &= lane.outstanding[c].stream ==
+                    lane.outstanding[cands.front()].stream;
     // Every item any of the held buffers of its PTS can be came back (FIFO:
     // the first is the oldest), or only one stream's items can be it: the
     // oldest, as with one stream.
@@ -67,7 +70,10 @@ void Session::ResolveUnmarkedUnlocked(Lane& lane, bool final) {
     if (!cands.empty() && (one_stream || same_pts >= items)) {
       PayloadPtr payload = std::move(h.payload);
       held.pop_front();
-      TakeMatchUnlocked(lane, cands.front(), std::move(payload), false);
+      TakeMatchUnlocked(
+          lane,
+          lane.outstanding.begin() + static_cast<std::ptrdiff_t>(cands.front()),
+          std::move(payload), false);
       continue;
     }
     // A later buffer came from an item after all of them: no more of them
@@ -83,7 +89,7 @@ void Session::ResolveUnmarkedUnlocked(Lane& lane, bool final) {
             return CandidateFor(o, later.pts_ns, later.limit_seq);
           });
       settled = first != lane.outstanding.end() &&
-                first->seq > cands.back()->seq;
+                first->seq > lane.outstanding[cands.back()].seq;
     }
     if (!settled)
       return;
@@ -92,10 +98,7 @@ void Session::ResolveUnmarkedUnlocked(Lane& lane, bool final) {
     // and so is all before it. The others stay outstanding (one may still
     // come): a later match proves them dropped.
     unmatched_++;
-    const size_t through =
-        cands.empty() ? 0
-                      : static_cast<size_t>(cands.front() -
-                                            lane.outstanding.begin()) + 1;
+    const size_t through = cands.empty() ? 0 : cands.front() + 1;
     held.pop_front();
     SettleFrontUnlocked(lane, through, std::nullopt, std::nullopt);
   }
