@@ -291,6 +291,15 @@ class FanOutPort : public StatsView {
   void NoteChunkFrame(uint32_t lane, uint64_t seq) {
     core().NoteChunkFrame(lane, seq);
   }
+  // Chunk mode with several input streams (items of a stream other than
+  // kMainStream): a chunk's dispatch makes its lane *filling* (no room for
+  // another chunk) until its chain function closed it or gave it up here
+  // (or WithdrawItem, a move or Reset). A chunk moved off its lane before it
+  // began (MoveUnstarted) fills its new lane. A lane filled by another seq
+  // is left as it is.
+  void EndChunkFill(uint32_t lane, uint64_t seq) {
+    core().EndChunkFill(lane, seq);
+  }
   // The item stood for `units` units of work (frames) where `nominal` is
   // the usual: its service time is learned as if it had been nominal, so
   // that the policies weigh a long chunk as long. `nominal` is gpufanout's

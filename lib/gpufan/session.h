@@ -150,6 +150,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void StreamOutputDone(uint32_t stream);
   void NoteProgress(uint32_t lane, uint64_t seq);
   void NoteChunkFrame(uint32_t lane, uint64_t seq);
+  void EndChunkFill(uint32_t lane, uint64_t seq);
   void SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
                     uint32_t nominal);
   bool WaitSettled(uint32_t lane, uint64_t seq);
@@ -300,6 +301,11 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // Chunk mode: the latest chunk its branch ended without the drain
     // (EndChunkByBranch); seqs are never reused.
     std::optional<uint64_t> ended_by_branch;
+    // Chunk mode with several input streams: the chunk a stream's chain
+    // function is still filling on this lane (set at its dispatch,
+    // EndChunkFill). The lane takes no other chunk meanwhile: their buffers
+    // would interleave in its queue.
+    std::optional<uint64_t> filling;
     StallKind stall_kind = StallKind::kNone;
     uint64_t stalled_seq = 0;
     int64_t stalled_ns = kNoTime;
@@ -389,6 +395,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void StreamStatsUnlocked(SessionStats *stats, int64_t now_ns) const;
   // An item in GPU `origin_gpu`'s memory (-1: host) must be copied to
   // `lane`'s GPU first.
+  // Chunk mode, several streams: lanes being filled leave schedulable_;
+  // false when none is left.
+  bool SkipFillingUnlocked();
   bool NeedsCopyUnlocked(const Lane& lane, int origin_gpu) const;
   std::optional<uint32_t> ProbeLaneUnlocked();
   // How long an admission wait may last before the adaptive policy's answer

@@ -231,6 +231,8 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     *no_lanes = true;
     return std::nullopt;
   }
+  if (config_.chunks && stream != kMainStream && !SkipFillingUnlocked())
+    return std::nullopt;  // every lane is being filled: EndChunkFill wakes us
   const int64_t now = clock_->NowNs();
   // Checked before Choose(): a kLane pick commits the scheduler's cursors.
   const uint32_t limit = EffectiveMaxInFlightUnlocked();
@@ -252,7 +254,7 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
     LaneLoad load;
     load.lane = id;
     load.eligible = schedulable_[index++];
-    load.has_room = l.queued < LaneQueueLimitUnlocked(l);
+    load.has_room = !l.filling && l.queued < LaneQueueLimitUnlocked(l);
     load.outstanding = static_cast<uint32_t>(l.outstanding.size());
     load.weight = l.weight;
     load.service_ns = l.service.EstimateNs();
@@ -285,6 +287,20 @@ std::optional<Dispatch> Session::TryDispatchUnlocked(int64_t pts_ns,
   return d;
 }
 
+bool Session::SkipFillingUnlocked() {
+  // A lane being filled by a stream is out of the choice (even round-robin's
+  // turn passes it): only one chunk at a time goes into a lane's queue.
+  bool any = false;
+  size_t index = 0;
+  for (const auto& [id, l] : lanes_) {
+    if (l.filling)
+      schedulable_[index] = false;
+    any = any || schedulable_[index];
+    index++;
+  }
+  return any;
+}
+
 bool Session::NeedsCopyUnlocked(const Lane& lane, int origin_gpu) const {
   return origin_gpu >= 0 && lane.device.kind == DeviceKind::kCuda &&
          lane.device.index != origin_gpu;
@@ -302,6 +318,7 @@ std::optional<uint32_t> Session::ProbeLaneUnlocked() {
   const uint64_t head = window_.head_seq();
   Lane *l = FindLaneUnlocked(window_.head_lane());
   if (!l || !l->eligible || l->stalled || l->failed || l->queued > 0 ||
+      l->filling ||
       l->outstanding.size() > config_.lane_queue_size ||
       (config_.policy == Policy::kWeighted && !(l->weight > 0.0)))
     return std::nullopt;
@@ -329,6 +346,8 @@ Dispatch Session::RecordDispatchUnlocked(uint32_t lane_id, int64_t pts_ns,
     CountStreamDispatchUnlocked(item, now_ns);
   lane.outstanding.push_back(item);
   lane.queued++;
+  if (config_.chunks && stream != kMainStream)
+    lane.filling = item.seq;
   lane.counters.dispatched++;
   dispatched_++;
   in_flight_++;
@@ -392,6 +411,8 @@ void Session::WithdrawItem(uint32_t lane, uint64_t seq) {
   // It never entered the lane's queue: it leaves the count that mirrors it.
   if (l->queued > 0)
     l->queued--;
+  if (l->filling == seq)
+    l->filling.reset();
   auto it = FindOutstandingUnlocked(*l, seq);
   if (it != l->outstanding.end()) {
     const Outstanding item = *it;

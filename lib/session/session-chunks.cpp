@@ -36,6 +36,18 @@ void Session::NoteChunkFrame(uint32_t lane, uint64_t seq) {
   }
 }
 
+void Session::EndChunkFill(uint32_t lane, uint64_t seq) {
+  std::unique_lock<Mutex> lock(mutex_);
+  Lane *l = FindLaneUnlocked(lane);
+  if (!l || l->filling != seq)
+    return;
+  l->filling.reset();
+  // room for the next chunk of any stream
+  defer_admit_notify_ = true;
+  NotifyAdmitUnlocked();
+  UnlockAndNotifyAdmit(lock);
+}
+
 void Session::SetItemUnits(uint32_t lane, uint64_t seq, uint32_t units,
                            uint32_t nominal) {
   std::lock_guard<Mutex> lock(mutex_);

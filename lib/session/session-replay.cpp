@@ -148,7 +148,13 @@ Dispatch Session::MoveUnstarted(uint64_t seq, uint32_t from_lane,
   const Dispatch d = ReassignUnlocked(seq, it->pts_ns, others);
   if (d.status != DispatchStatus::kOk)
     return d;
-  FindOutstandingUnlocked(*FindLaneUnlocked(d.lane), seq)->frames = frames;
+  Lane *to = FindLaneUnlocked(d.lane);
+  FindOutstandingUnlocked(*to, seq)->frames = frames;
+  // a chunk still being filled goes on filling there
+  if (from->filling == seq) {
+    from->filling.reset();
+    to->filling = seq;
+  }
   from->outstanding.erase(FindOutstandingUnlocked(*from, seq));
   if (from->queued > 0)
     from->queued--;

@@ -336,6 +336,7 @@ void Session::Reset() {
     l.replay_markers.clear();
     l.queued = 0;
     l.next_order = 0;
+    l.filling.reset();
     // Idle time across the flush is not service time.
     l.last_completion_ns = kNoTime;
     // A flush unblocks branches: every lane gets a fresh start.
