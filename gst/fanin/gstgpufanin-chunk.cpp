@@ -217,9 +217,9 @@ chunk_output (GstGpuFanIn * self, GstPad * pad, gpufanin::TakenItem & taken)
 /* Chunk mode: @position in @from as a position in @to, through its running
  * time (rate 1.0 only; FALSE otherwise). Signed: a DTS may lie before the
  * segment's start. */
-static gboolean
-translate_position (const GstSegment * from, const GstSegment * to,
-    GstClockTime * position)
+gboolean
+gst_gpufan_in_translate_position (const GstSegment * from,
+    const GstSegment * to, GstClockTime * position)
 {
   if (!GST_CLOCK_TIME_IS_VALID (*position))
     return TRUE;
@@ -259,8 +259,8 @@ retime_chunk_item (GstGpuFanInPrivate * priv, FanInItem * item)
     return;
   GstBuffer * buffer = GST_BUFFER_CAST (item->obj);
   GstClockTime pts = GST_BUFFER_PTS (buffer), dts = GST_BUFFER_DTS (buffer);
-  if (!translate_position (segment, out, &pts)
-      || !translate_position (segment, out, &dts))
+  if (!gst_gpufan_in_translate_position (segment, out, &pts)
+      || !gst_gpufan_in_translate_position (segment, out, &dts))
     return; /* before downstream's segment: the segment goes as it is */
   buffer = gst_buffer_make_writable (buffer);
   GST_BUFFER_PTS (buffer) = pts;
@@ -332,6 +332,12 @@ stream_head_chunk_locked (GstGpuFanIn * self,
   }
   if (parts.empty ())
     return;
+  /* several streams: to the head chunk's stream's src pad */
+  const guint32 stream = session->ItemStream (*head);
+  if (stream != gpufan::kMainStream) {
+    gst_gpufan_in_push_stream_chunk_parts (self, stream, *head, parts);
+    return;
+  }
   FanInItem * failed = nullptr;
   GstFlowReturn ret = push_chunk_parts (self, parts, session->id (), &failed);
   if (ret != GST_FLOW_OK)
@@ -442,6 +448,11 @@ public:
   bool PushReleased (GstGpuFanIn * self, gpufan::FanInPort & session,
       gpufan::Released & released, bool * pause) const override
   {
+    if (released.stream != gpufan::kMainStream) {
+      /* to its stream's own output thread */
+      gst_gpufan_in_push_stream_chunk (self, released);
+      return true;
+    }
     auto * item = static_cast<FanInItem *> (released.payload.get ());
     FanInItem * failed = item;
     /* a chunk's output, in the order its lane made it, or an item of its

@@ -327,6 +327,8 @@ output_batch_locked (GstGpuFanIn * self,
   for (gpufan::Released & released : batch.items) {
     if (!released.payload)
       continue; /* dropped or given up: counted by the session */
+    if (released.stream != gpufan::kMainStream)
+      gst_gpufan_in_note_stream_event (priv, released);
     if (!handler.PushReleased (self, *session, released, pause))
       break; /* the output stopped: the rest of the batch is dropped */
   }

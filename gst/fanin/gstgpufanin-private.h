@@ -242,6 +242,9 @@ struct GstGpuFanInPrivate {
    * (retime_chunk_item moves only chunks of that one). */
   guint32 out_segment_epoch = 0;
   bool out_has_segment_epoch = false;
+  /* Chunk mode with several streams: each stream's segment as its own
+   * events passed the output (gstgpufanin-chunk-streams.cpp) */
+  std::map<guint32, GstSegment> out_stream_segments;
   /* While out_segment_valid: segment events that carry out_segment. */
   gpufanin::KnownEvents out_segment_events;
   /* While downstream renegotiates, items of the epoch current then may come
@@ -390,6 +393,23 @@ void gst_gpufan_in_restart_streams (GstGpuFanIn * self);
  * TRUE) puts the fan-in in chunk mode, if it was not yet. */
 bool gst_gpufan_in_chunk_start (GstGpuFanIn * self, GstPad * pad,
     GstEvent * event);
+/* Chunk mode: @position in segment @from as a position in @to, through its
+ * running time (rate 1.0 only; FALSE when it would lie before @to). */
+gboolean gst_gpufan_in_translate_position (const GstSegment * from,
+    const GstSegment * to, GstClockTime * position);
+/* gstgpufanin-chunk-streams.cpp, chunk mode with several streams (under
+ * output_lock): @released (a chunk, or one of its stream's events) to its
+ * stream's src pad; the head chunk @seq's @parts that came so far. */
+void gst_gpufan_in_push_stream_chunk (GstGpuFanIn * self,
+    gpufan::Released & released);
+/* Every released item of a stream passes here, in the stream's order,
+ * whatever the mode (the streams' events leave before the first chunk
+ * tells the fan-in it is in chunk mode): its segment is what src_k has
+ * when the stream's later chunks go out. */
+void gst_gpufan_in_note_stream_event (GstGpuFanInPrivate * priv,
+    const gpufan::Released & released);
+void gst_gpufan_in_push_stream_chunk_parts (GstGpuFanIn * self,
+    guint32 stream, guint64 seq, std::vector<gpufan::PayloadPtr> & parts);
 /* Chunk mode: what to hold of @obj, an output of @pad's lane, while its
  * chunk waits for earlier ones (gstgpufanin-held.cpp): @obj, or a copy
  * that leaves the branch's bounded pool its buffer (@obj is then unreffed).

@@ -281,20 +281,31 @@ fanout::chunk_queue_end (GstGpuFanOut * self, LanePtr & lane, QueuedItem && end)
       [moved_to] (const LanePtr & l) { return l->id == moved_to; });
   if (it != lanes.end ())
     lane = *it;
+  const guint64 seq = end.seq;
   lane_enqueue (lane, std::move (end));
-  /* its queue ends at a chunk boundary again: chunks may move there */
-  std::lock_guard<gpufan::Mutex> lk (lane->lock);
-  lane->chunk_open = false;
+  {
+    /* its queue ends at a chunk boundary again: chunks may move there */
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    lane->chunk_open = false;
+  }
+  /* and another stream's chunk may go there (after the flag: at most one
+   * chain function fills a lane) */
+  self->priv->session->EndChunkFill (lane->id, seq);
 }
 
 void
-fanout::chunk_set_open (GstGpuFanOut * self, const LanePtr & lane, bool open)
+fanout::chunk_set_open (GstGpuFanOut * self, const LanePtr & lane, bool open,
+    guint64 seq)
 {
-  std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
-  std::lock_guard<gpufan::Mutex> lk (lane->lock);
-  lane->chunk_open = open;
-  lane->open_chunk_stays = false;
-  lane->open_chunk_moved_to = G_MAXUINT;
+  {
+    std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
+    std::lock_guard<gpufan::Mutex> lk (lane->lock);
+    lane->chunk_open = open;
+    lane->open_chunk_stays = false;
+    lane->open_chunk_moved_to = G_MAXUINT;
+  }
+  if (!open)
+    self->priv->session->EndChunkFill (lane->id, seq);
 }
 
 bool

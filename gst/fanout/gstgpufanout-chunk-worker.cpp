@@ -186,8 +186,10 @@ fanout::chunk_push_item (GstGpuFanOut * self, const LanePtr & lane,
       return;
     }
     lane->last_seq = item.seq;
-    if (!chunk.failed)
+    if (!chunk.failed) {
+      chunk_send_stream_events (lane, item);
       push_chunk_start (self, lane, item);
+    }
   } else if (!chunk.started || chunk.seq != item.seq) {
     return; /* the rest of a chunk that was given up */
   }

@@ -44,9 +44,8 @@ fanout::chunk_mode_on (GstGpuFanOut * self)
 }
 
 void
-fanout::chunk_close (GstGpuFanOut * self)
+fanout::chunk_close (GstGpuFanOut * self, ChunkCursor & chunk)
 {
-  auto & chunk = self->priv->chunk;
   if (!chunk.lane)
     return;
   QueuedItem end (nullptr, chunk.seq, ItemKind::kChunkEnd);
@@ -63,32 +62,30 @@ fanout::chunk_close (GstGpuFanOut * self)
 }
 
 void
-fanout::chunk_forget (GstGpuFanOut * self)
+fanout::chunk_forget (GstGpuFanOut * self, ChunkCursor & chunk)
 {
-  auto & chunk = self->priv->chunk;
   if (chunk.lane)
-    chunk_set_open (self, chunk.lane, false);
+    chunk_set_open (self, chunk.lane, false, chunk.seq);
   chunk.lane = nullptr;
   chunk.frames = 0;
   chunk.skip_to_keyframe = false;
 }
 
 /* Whether a chunk starting at @obj decodes on its own (keyframes mode): see
- * gstgpufanout-cut.cpp. The rule follows the input caps. */
+ * gstgpufanout-cut.cpp. The rule follows the caps of the input's pad
+ * @pad. */
 static bool
-is_keyframe (GstGpuFanOut * self, GstMiniObject * obj)
+is_keyframe (GstPad * pad, ChunkCursor & chunk, GstMiniObject * obj)
 {
   if (!GST_IS_BUFFER (obj))
     return false;
-  auto & chunk = self->priv->chunk;
-  const guint32 epoch = self->priv->caps_epoch.load ();
-  if (chunk.cut_epoch != epoch) {
-    GstCaps * caps = gst_pad_get_current_caps (self->sinkpad);
+  GstCaps * caps = gst_pad_get_current_caps (pad);
+  if (caps != chunk.cut_caps) {
     chunk.cut = cut_rule_from_caps (caps);
-    gst_clear_caps (&caps);
-    chunk.cut_epoch = epoch;
+    gst_caps_replace (&chunk.cut_caps, caps);
     chunk.no_cut_warned = false;
   }
+  gst_clear_caps (&caps);
   return is_clean_cut (chunk.cut, GST_BUFFER_CAST (obj));
 }
 
@@ -98,9 +95,9 @@ static constexpr guint kNoCutWarnChunks = 4;
 
 /* Where the open chunk ends before @obj. */
 static bool
-chunk_ends_before (GstGpuFanOut * self, GstMiniObject * obj)
+chunk_ends_before (GstGpuFanOut * self, GstPad * pad, ChunkCursor & chunk,
+    GstMiniObject * obj)
 {
-  auto & chunk = self->priv->chunk;
   const guint frames = chunk.frames;
   const guint wanted = self->priv->streaming.chunk_frames;
   if (frames < wanted)
@@ -108,7 +105,7 @@ chunk_ends_before (GstGpuFanOut * self, GstMiniObject * obj)
   if (self->priv->streaming.chunk_mode == GST_GPUFAN_CHUNK_FRAMES)
     return true;
   /* keyframes: only where the next one can be decoded on its own */
-  if (is_keyframe (self, obj))
+  if (is_keyframe (pad, chunk, obj))
     return true;
   /* a keyframe that is no clean cut (an open GOP's) in a chunk already
    * long: the chunk grows, which is correct but parallel only as far as
@@ -158,7 +155,7 @@ enum class Queued {
  * again every stall-timeout (another lane may have come back). */
 static Queued
 chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
-    bool last_resort)
+    bool last_resort, bool move_failed)
 {
   gpufan::FanOutPort & session = *self->priv->session;
   const size_t limit = chunk_queue_limit (self);
@@ -173,8 +170,7 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
        * would drop it: it goes to another lane if it has not begun, or
        * follows it there (chunk_move_off_failed moved it) */
       if ((lane->stalled_unlocked () || lane->failed_unlocked ()) && !item.chunk_first
-          && (lane->open_chunk_moved_to != G_MAXUINT
-              || !self->priv->chunk.move_failed))
+          && (lane->open_chunk_moved_to != G_MAXUINT || !move_failed))
         return Queued::kMove;
       if (lane->failed_unlocked ())
         return Queued::kStopped;
@@ -217,26 +213,10 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
   return Queued::kOk;
 }
 
-namespace {
-
-/* Chunk mode's dispatcher: the open chunk is the element's (priv->chunk),
- * since the stall listener and the lanes' workers see it too. */
-class ChunkDispatcher final : public Dispatcher {
-public:
-  using Dispatcher::Dispatcher;
-  /* @obj into the open chunk, opening one where a chunk ends */
-  GstFlowReturn Chain (GstMiniObject * obj, bool is_buffer, gint64 pts,
-      gint64 max_wait_ns) override;
-  void Cut () override { chunk_close (self_); }
-  void Forget () override { chunk_forget (self_); }
-};
-
-} // namespace
-
 std::unique_ptr<Dispatcher>
 fanout::make_chunk_dispatcher (GstGpuFanOut * self)
 {
-  return std::make_unique<ChunkDispatcher> (self);
+  return std::make_unique<ChunkDispatcher> (self, self->sinkpad);
 }
 
 GstFlowReturn
@@ -244,14 +224,14 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
 {
   GstGpuFanOut * self = self_;
   GstGpuFanOutPrivate * priv = self->priv;
-  auto & chunk = priv->chunk;
+  ChunkCursor & chunk = cursor_;
   const bool keyframes
       = priv->streaming.chunk_mode == GST_GPUFAN_CHUNK_KEYFRAMES;
 
-  if (chunk.lane && chunk_ends_before (self, obj))
-    chunk_close (self);
+  if (chunk.lane && chunk_ends_before (self, pad_, chunk, obj))
+    chunk_close (self, chunk);
   if (chunk.skip_to_keyframe) {
-    if (!is_keyframe (self, obj)) {
+    if (!is_keyframe (pad_, chunk, obj)) {
       gst_mini_object_unref (obj);
       return GST_FLOW_OK;
     }
@@ -276,7 +256,7 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
       chunk.seq = d.seq;
       chunk.frames = 0;
       chunk.move_failed = false;
-      chunk_set_open (self, lane, true);
+      chunk_set_open (self, lane, true, d.seq);
       first = true;
       GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " -> lane %u", d.seq,
           d.lane);
@@ -287,9 +267,12 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
     item.segment_epoch = priv->segment_epoch;
     item.awaited = first && d.awaited;
     item.caps_epoch = priv->caps_epoch.load ();
+    item.stream = Stream ();
+    if (first)
+      PrepareFirst (item);
     LanePtr lane = chunk.lane;
-    switch (
-        chunk_enqueue (self, lane, std::move (item), first && d.last_resort)) {
+    switch (chunk_enqueue (self, lane, std::move (item),
+        first && d.last_resort, chunk.move_failed)) {
       case Queued::kOk:
         chunk.frames++;
         maybe_post_interval_stats (self);
@@ -308,8 +291,10 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
         if (first) {
           /* it never began: all of it goes to the lane the Session picks
            * now (this one only as its last resort) */
+          /* (closed first: another stream's chunk may go there once the
+           * Session forgot it) */
+          chunk_set_open (self, lane, false, chunk.seq);
           priv->session->WithdrawItem (lane->id, chunk.seq);
-          chunk_set_open (self, lane, false);
           chunk.lane = nullptr;
           break;
         }
@@ -318,21 +303,21 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
         GST_DEBUG_OBJECT (self,
             "lane %u stalled: chunk %" G_GUINT64_FORMAT " ends early", lane->id,
             chunk.seq);
-        chunk_close (self);
-        if (keyframes && !is_keyframe (self, obj)) {
+        chunk_close (self, chunk);
+        if (keyframes && !is_keyframe (pad_, chunk, obj)) {
           chunk.skip_to_keyframe = true;
           gst_mini_object_unref (item.Steal ());
           return GST_FLOW_OK;
         }
         break;
       case Queued::kStopped:
+        chunk_set_open (self, lane, false, chunk.seq);
         if (first) {
           priv->session->WithdrawItem (lane->id, chunk.seq);
           /* (a failed lane is out of the Session's choice already) */
           if (!lane_failed (lane))
             priv->session->SetLaneEligible (lane->id, false);
         }
-        chunk_set_open (self, lane, false);
         chunk.lane = nullptr;
         if (priv->session->flushing ()) {
           gst_mini_object_unref (item.Steal ());
@@ -340,7 +325,7 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
         }
         /* the lane went away mid-chunk: nothing decodes before the next
          * keyframe */
-        if (keyframes && !first && !is_keyframe (self, obj)) {
+        if (keyframes && !first && !is_keyframe (pad_, chunk, obj)) {
           chunk.skip_to_keyframe = true;
           gst_mini_object_unref (item.Steal ());
           return GST_FLOW_OK;

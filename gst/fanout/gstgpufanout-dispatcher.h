@@ -11,6 +11,8 @@
 
 #include "gstgpufanout-private.h"
 
+#include <utility>
+
 namespace fanout {
 
 class Dispatcher {
@@ -70,11 +72,71 @@ protected:
   }
 };
 
+/* Chunk dispatch (gstgpufanout-chunk.cpp): runs of an input's buffers
+ * whole to one lane; the open chunk is @cursor_ (the stall listener and the
+ * lanes' workers see its lane's flags, gstgpufanout-chunk-move.cpp). @pad:
+ * the input's pad, whose caps say where a chunk may be cut. */
+class ChunkDispatcher : public Dispatcher {
+public:
+  ChunkDispatcher (GstGpuFanOut * self, GstPad * pad)
+      : Dispatcher (self), pad_ (pad)
+  {
+  }
+  /* @obj into the open chunk, opening one where a chunk ends */
+  GstFlowReturn Chain (GstMiniObject * obj, bool is_buffer, gint64 pts,
+      gint64 max_wait_ns = -1) override;
+  void Cut () override { chunk_close (self_, cursor_); }
+  void Forget () override { chunk_forget (self_, cursor_); }
+
+protected:
+  /* A chunk's first item, before it is queued: what its lane needs besides
+   * the buffer (several streams: the stream's caps and segment). */
+  virtual void PrepareFirst (QueuedItem &) {}
+
+  GstPad * const pad_; /* not reffed: it owns us, or its element does */
+  ChunkCursor cursor_;
+};
+
+/* Several streams' threads take turns at what one streaming thread does
+ * alone with one input (the lanes' combined result, the pairing probes),
+ * under streams_lock; @Base: the mode's dispatcher. */
+template <class Base> class StreamTurns : public Base {
+public:
+  template <class... Args>
+  StreamTurns (guint32 stream, Args &&... args)
+      : Base (std::forward<Args> (args)...), stream_ (stream)
+  {
+  }
+
+protected:
+  GstFlowReturn PrepareDispatch () override
+  {
+    std::lock_guard<gpufan::Mutex> lk (this->self_->priv->streams_lock);
+    return prepare_dispatch (this->self_);
+  }
+  GstFlowReturn CombineLaneResults () override
+  {
+    std::lock_guard<gpufan::Mutex> lk (this->self_->priv->streams_lock);
+    return combine_lane_results (this->self_);
+  }
+  void ReprobeJoiningLanes () override
+  {
+    std::lock_guard<gpufan::Mutex> lk (this->self_->priv->streams_lock);
+    reprobe_joining_lanes (this->self_);
+  }
+  guint32 Stream () const override { return stream_; }
+
+  const guint32 stream_;
+};
+
 std::unique_ptr<Dispatcher> make_frame_dispatcher (GstGpuFanOut * self);
-/* gstgpufanout-chunk.cpp */
+/* gstgpufanout-chunk.cpp: the single sink pad's chunks */
 std::unique_ptr<Dispatcher> make_chunk_dispatcher (GstGpuFanOut * self);
-/* gstgpufanout-streams.cpp: the frames of sink_%u pad's @stream */
+/* The way of sink_%u pad @pad's stream @stream in the element's mode (chunk
+ * mode: gstgpufanout-chunk-streams.cpp; frames: gstgpufanout-streams.cpp) */
 std::unique_ptr<Dispatcher> make_stream_dispatcher (GstGpuFanOut * self,
-    guint32 stream);
+    GstPad * pad, guint32 stream);
+std::unique_ptr<Dispatcher> make_stream_chunk_dispatcher (GstGpuFanOut * self,
+    GstPad * pad, guint32 stream);
 
 } // namespace fanout

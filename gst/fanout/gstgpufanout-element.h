@@ -100,24 +100,6 @@ struct GstGpuFanOutPrivate {
   gpufan::Mutex chunk_move_lock;
   std::atomic<bool> chunk_moves_pending{ false };
 
-  /* The chunk being filled (streaming thread only; reset by FLUSH_STOP and
-   * READY->PAUSED, when no buffer flows). */
-  struct {
-    fanout::LanePtr lane; /* null: no chunk open */
-    guint64 seq = 0;
-    guint frames = 0;
-    /* keyframes mode: the rest of a chunk whose lane stalled is dropped up
-     * to the next keyframe (nothing decodes without it) */
-    bool skip_to_keyframe = false;
-    /* its lane stalled before it began, and no other lane took it */
-    bool move_failed = false;
-    /* keyframes mode: what a clean cut is for the caps of caps_epoch
-     * cut_epoch (gstgpufanout-cut.cpp), and whether the "no clean cut"
-     * warning was posted for them */
-    fanout::CutRule cut;
-    guint32 cut_epoch = G_MAXUINT32;
-    bool no_cut_warned = false;
-  } chunk;
 
   std::atomic<guint32> caps_epoch{ 0 };
   /* counts the input's segments (streaming thread only): chunk mode tells

@@ -90,6 +90,11 @@ struct QueuedItem {
   /* a scheduled item's input stream (its sink_%u pad's, see
    * lanes_withdraw_stream) */
   guint32 stream = 0;
+  /* kChunkBuffer, a chunk's first, with several input streams: its
+   * stream's caps and segment, which the lane sends before the chunk where
+   * its branch has others (owned; null with one input) */
+  GstEvent * chunk_caps = nullptr;
+  GstEvent * chunk_segment = nullptr;
 
   QueuedItem () = default;
   QueuedItem (GstMiniObject * o, guint64 s, ItemKind k)
@@ -102,9 +107,12 @@ struct QueuedItem {
         woke_worker (other.woke_worker), chunk_first (other.chunk_first),
         segment_epoch (other.segment_epoch), chunk_frames (other.chunk_frames),
         position (other.position), replayed (other.replayed),
-        stream (other.stream)
+        stream (other.stream), chunk_caps (other.chunk_caps),
+        chunk_segment (other.chunk_segment)
   {
     other.obj = nullptr;
+    other.chunk_caps = nullptr;
+    other.chunk_segment = nullptr;
   }
   QueuedItem & operator= (QueuedItem && other) noexcept
   {
@@ -123,6 +131,12 @@ struct QueuedItem {
       position = other.position;
       replayed = other.replayed;
       stream = other.stream;
+      gst_clear_event (&chunk_caps);
+      gst_clear_event (&chunk_segment);
+      chunk_caps = other.chunk_caps;
+      chunk_segment = other.chunk_segment;
+      other.chunk_caps = nullptr;
+      other.chunk_segment = nullptr;
     }
     return *this;
   }
@@ -132,6 +146,8 @@ struct QueuedItem {
   {
     if (obj)
       gst_mini_object_unref (obj);
+    gst_clear_event (&chunk_caps);
+    gst_clear_event (&chunk_segment);
   }
   GstMiniObject * Steal ()
   {

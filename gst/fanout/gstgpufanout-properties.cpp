@@ -190,6 +190,7 @@ fanout::take_settings_snapshot (GstGpuFanOut * self)
   priv->session->SetChunkMode (chunks);
   priv->dispatcher = chunks ? make_chunk_dispatcher (self)
       : make_frame_dispatcher (self);
+  streams_choose_dispatchers (self);
 }
 
 void

@@ -12,7 +12,9 @@
  * they go through the Session's window (Session::AttachStreamEvent) and
  * leave on src_<index> after every frame of the stream that came before
  * them. A stream's flush goes to its src pad alone (the Session's stream
- * flush listener, set by gpufanin). */
+ * flush listener, set by gpufanin). In chunk mode each chunk brings its
+ * stream's caps and segment to its lane instead (streams may differ in
+ * caps): gstgpufanout-chunk-streams.cpp. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -35,45 +37,29 @@ namespace {
  * (combined result, probes) is shared by the streams' threads under
  * streams_lock, and each lane's queue is filled in the order the Session
  * gave (lane_enqueue_in_turn), whichever stream's thread comes first. */
-class StreamDispatcher final : public FrameDispatcher {
+class StreamDispatcher final : public StreamTurns<FrameDispatcher> {
 public:
   StreamDispatcher (GstGpuFanOut * self, guint32 stream)
-      : FrameDispatcher (self), stream_ (stream)
+      : StreamTurns (stream, self)
   {
   }
 
 protected:
-  GstFlowReturn PrepareDispatch () override
-  {
-    std::lock_guard<gpufan::Mutex> lk (self_->priv->streams_lock);
-    return prepare_dispatch (self_);
-  }
-  GstFlowReturn CombineLaneResults () override
-  {
-    std::lock_guard<gpufan::Mutex> lk (self_->priv->streams_lock);
-    return combine_lane_results (self_);
-  }
-  void ReprobeJoiningLanes () override
-  {
-    std::lock_guard<gpufan::Mutex> lk (self_->priv->streams_lock);
-    reprobe_joining_lanes (self_);
-  }
-  guint32 Stream () const override { return stream_; }
   gboolean Enqueue (const LanePtr & lane, QueuedItem && item,
       const gpufan::Dispatch & d) override
   {
     return lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
   }
-
-private:
-  const guint32 stream_;
 };
 
 } // namespace
 
 std::unique_ptr<Dispatcher>
-fanout::make_stream_dispatcher (GstGpuFanOut * self, guint32 stream)
+fanout::make_stream_dispatcher (GstGpuFanOut * self, GstPad * pad,
+    guint32 stream)
 {
+  if (chunk_mode_on (self))
+    return make_stream_chunk_dispatcher (self, pad, stream);
   return std::make_unique<StreamDispatcher> (self, stream);
 }
 
@@ -124,16 +110,6 @@ stream_input_allowed (GstGpuFanOut * self, GstFlowReturn * ret = nullptr)
         ("Data on a sink_%%u pad while the sink pad carries a stream"),
         ("use either the sink pad (one stream) or sink_%%u pads (several "
          "streams), not both"));
-    return FALSE;
-  }
-  if (chunk_mode_on (self)) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("chunk mode takes one stream: its sink_%%u pads cannot be used "
-         "with chunk=%s",
-            self->priv->streaming.chunk_mode == GST_GPUFAN_CHUNK_KEYFRAMES
-                ? "keyframes"
-                : "frames"),
-        ("send each stream through a gpufanout of its own"));
     return FALSE;
   }
   priv->stream_inputs_used = true;
@@ -193,6 +169,12 @@ static gboolean
 stream_caps_locked (GstGpuFanOut * self, StreamInput * input, GstCaps * caps)
 {
   GstGpuFanOutPrivate * priv = self->priv;
+  if (chunk_mode_on (self)) {
+    /* each chunk brings its stream's caps to its lane: streams may differ */
+    gst_caps_replace (&input->caps, caps);
+    priv->host_memory_caps = caps_in_host_memory (caps);
+    return TRUE;
+  }
   if (priv->lanes_caps && gst_caps_is_equal (caps, priv->lanes_caps)) {
     gst_caps_replace (&input->caps, caps);
     return TRUE;
@@ -255,8 +237,10 @@ lanes_withdraw_stream (GstGpuFanOut * self, guint32 stream)
 {
   for (const LanePtr & lane : snapshot_lanes (self)) {
     std::vector<QueuedItem> taken;
+    std::vector<guint64> chunks;
     {
       std::lock_guard<gpufan::Mutex> lk (lane->lock);
+      chunk_withdraw_stream_unlocked (lane, stream, &taken, &chunks);
       auto & queue = lane->queue;
       for (auto it = queue.begin (); it != queue.end ();) {
         const bool scheduled = it->kind == ItemKind::kBuffer
@@ -270,7 +254,11 @@ lanes_withdraw_stream (GstGpuFanOut * self, guint32 stream)
       }
     }
     for (const QueuedItem & item : taken)
-      self->priv->session->WithdrawItem (lane->id, item.seq);
+      if (item.kind == ItemKind::kBuffer
+          || item.kind == ItemKind::kScheduledEvent)
+        self->priv->session->WithdrawItem (lane->id, item.seq);
+    for (guint64 seq : chunks)
+      self->priv->session->WithdrawItem (lane->id, seq);
     if (!taken.empty ())
       GST_DEBUG_OBJECT (lane->pad, "flush of stream %u: %zu queued items "
           "withdrawn", stream, taken.size ());
@@ -324,7 +312,9 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
         restart_lanes_locked (self);
       }
       /* what its chain function queued after FLUSH_START (it has returned
-       * now: FLUSH_STOP comes on its thread) */
+       * now: FLUSH_STOP comes on its thread); chunk mode: its open chunk
+       * is closed, and withdrawn if it has not begun */
+      spad->dispatcher->Cut ();
       lanes_withdraw_stream (self, stream);
       /* the stream's items in the window are forgotten; the FLUSH_STOP
        * leaves src_k behind them, before anything that comes now (gpufanin's
@@ -347,6 +337,8 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       GstCaps * caps;
       gst_event_parse_caps (event, &caps);
       gboolean res = FALSE;
+      /* chunk mode: new caps end the stream's chunk */
+      spad->dispatcher->Cut ();
       {
         std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
         if (StreamInput * input = find_input_unlocked (priv, spad))
@@ -366,8 +358,10 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return TRUE;
     }
     case GST_EVENT_SEGMENT: {
+      spad->dispatcher->Cut ();
       std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
-      if (!priv->lanes_segment_sent) {
+      /* (chunk mode: each chunk brings its stream's segment) */
+      if (!priv->lanes_segment_sent && !chunk_mode_on (self)) {
         /* the lanes' branches get one segment: the first stream's */
         priv->lanes_segment_sent = true;
         send_to_lanes_locked (self, gst_event_copy (event));
@@ -376,6 +370,8 @@ stream_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return TRUE;
     }
     case GST_EVENT_EOS: {
+      /* its lane drains the stream's last chunk */
+      spad->dispatcher->Cut ();
       std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
       StreamInput * input = find_input_unlocked (priv, spad);
       if (input)
@@ -515,7 +511,8 @@ fanout::stream_request_pad (GstGpuFanOut * self, GstPadTemplate * templ,
     GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
     spad->fanout = self;
     spad->index = index;
-    spad->dispatcher = make_stream_dispatcher (self, stream_of (spad)).release ();
+    spad->dispatcher
+        = make_stream_dispatcher (self, pad, stream_of (spad)).release ();
     auto input = std::make_unique<StreamInput> ();
     input->index = index;
     input->stream = stream_of (spad);
@@ -577,4 +574,21 @@ fanout::streams_reset (GstGpuFanOut * self)
   }
   priv->main_input_used = false;
   priv->stream_inputs_used = false;
+}
+
+void
+fanout::streams_choose_dispatchers (GstGpuFanOut * self)
+{
+  /* no buffer flows (READY->PAUSED): each sink_%u pad gets the way of the
+   * mode this run has */
+  GST_OBJECT_LOCK (self);
+  for (GList * l = GST_ELEMENT (self)->sinkpads; l; l = l->next) {
+    if (!GST_IS_GPUFAN_OUT_SINK_PAD (l->data))
+      continue;
+    GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (l->data);
+    delete spad->dispatcher;
+    spad->dispatcher = make_stream_dispatcher (self, GST_PAD (spad),
+        stream_of (spad)).release ();
+  }
+  GST_OBJECT_UNLOCK (self);
 }

@@ -40,6 +40,8 @@ gboolean forward_upstream_event (GstGpuFanOut * self, GstPad * src,
  * that gpufanin may try. */
 gboolean forward_upstream_query (GstGpuFanOut * self, GstQuery * query,
     guint32 stream);
+/* READY->PAUSED: each sink_%u pad's dispatcher for the run's mode. */
+void streams_choose_dispatchers (GstGpuFanOut * self);
 /* PAUSED->READY: every stream starts again. */
 void streams_reset (GstGpuFanOut * self);
 /* Data on the single sink pad: FALSE (an error posted) when sink_%u pads

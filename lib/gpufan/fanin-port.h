@@ -146,6 +146,9 @@ class FanInPort : public StatsView {
   }
   // True while item `seq` has its slot in the window.
   bool IsOpen(uint64_t seq) const { return core().IsOpen(seq); }
+  // The input stream of item `seq` while it has its slot (kMainStream
+  // otherwise): where the head chunk's output goes with several streams.
+  uint32_t ItemStream(uint64_t seq) const { return core().ItemStream(seq); }
 
   // --- the output ---
   // Releases what may leave now, in order, applying the stall timeout to a

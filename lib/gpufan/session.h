@@ -209,6 +209,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   ChunkState ChunkOutput(uint32_t lane, uint64_t seq);
   bool NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs);
   std::optional<uint64_t> PendingHeadSeq() const;
+  uint32_t ItemStream(uint64_t seq) const;
   bool IsOpen(uint64_t seq) const;
   ReadyBatch TakeReady();
   void TakeReady(ReadyBatch *batch);

@@ -93,6 +93,11 @@ std::optional<uint64_t> Session::PendingHeadSeq() const {
   return window_.head_seq();
 }
 
+uint32_t Session::ItemStream(uint64_t seq) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  return window_.SlotStream(seq);
+}
+
 bool Session::WaitSettled(uint32_t lane, uint64_t seq) {
   std::unique_lock<Mutex> lock(mutex_);
   bool settled = false;

@@ -142,8 +142,15 @@ Dispatch Session::MoveUnstarted(uint64_t seq, uint32_t from_lane,
   if (it == from->outstanding.end() || it->started_ns != kNoTime)
     return Dispatch{DispatchStatus::kGone};
   std::vector<uint32_t> others;
+  // A chunk still being filled goes only to a lane no other stream fills.
+  const bool filling = from->filling == seq;
   std::copy_if(allowed.begin(), allowed.end(), std::back_inserter(others),
-               [from_lane](uint32_t id) { return id != from_lane; });
+               [&](uint32_t id) {
+                 if (id == from_lane)
+                   return false;
+                 Lane *l = FindLaneUnlocked(id);
+                 return !filling || !l || !l->filling;
+               });
   const uint32_t frames = it->frames;  // it has no outputs: not begun
   const Dispatch d = ReassignUnlocked(seq, it->pts_ns, others);
   if (d.status != DispatchStatus::kOk)

@@ -50,6 +50,9 @@ TEST_F(ChunkFillTest, ALaneBeingFilledTakesNoOtherChunk) {
   const Dispatch c = Open(3);
   ASSERT_EQ(c.status, DispatchStatus::kOk);
   EXPECT_EQ(c.lane, a.lane);
+  // the fan-in learns each chunk's stream (its output's src_k)
+  EXPECT_EQ(session_->ItemStream(a.seq), 1u);
+  EXPECT_EQ(session_->ItemStream(c.seq), 3u);
 }
 
 TEST_F(ChunkFillTest, AWithdrawnChunkEndsItsFill) {
@@ -77,6 +80,16 @@ TEST_F(ChunkFillTest, AMovedChunkFillsItsNewLane) {
   EXPECT_EQ(Open(3).status, DispatchStatus::kTimedOut);
   session_->EndChunkFill(other, a.seq);
   EXPECT_EQ(Open(3).lane, other);
+}
+
+TEST_F(ChunkFillTest, AChunkBeingFilledMovesOnlyToALaneNotFilled) {
+  const Dispatch a = Open(1);
+  const Dispatch b = Open(2);
+  ASSERT_EQ(b.status, DispatchStatus::kOk);
+  EXPECT_EQ(session_->MoveUnstarted(a.seq, a.lane,
+                                    std::vector<uint32_t>{b.lane})
+                .status,
+            DispatchStatus::kNoLanes);
 }
 
 TEST_F(ChunkFillTest, OneStreamFillsNothing) {

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Chunk mode with several input streams: gpufanout chunk=keyframes with
+// sink_0..2 (H.264 streams of different lengths, GOP sizes and sizes)
+// sharing two transcoding lanes (avdec_h264 ! x264enc), gpufanin src_0..2.
+// Each stream is cut into its own GOP chunks, a lane takes one chunk at a
+// time from any stream (with that stream's caps), and each src_k puts out
+// its own stream's frames: all of them, in order, with their timestamps,
+// an IDR at every chunk start (the lanes' encoders make one nowhere else),
+// then EOS. Assertions are on counts, order and keyframes, never on timings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpufan-rig.h"
+#include "gst-test-util.h"
+
+using namespace gpufan_test;
+
+namespace {
+
+bool HasFactory(const char *name) {
+  GstElementFactory *f = gst_element_factory_find(name);
+  if (!f)
+    return false;
+  gst_object_unref(f);
+  return true;
+}
+
+// An H.264 byte-stream access unit holds an IDR slice (NAL type 5).
+bool HasIdr(GstBuffer *buffer) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ))
+    return false;
+  bool found = false;
+  for (gsize i = 0; i + 3 < map.size && !found; ++i)
+    found = map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1 &&
+            (map.data[i + 3] & 0x1f) == 5;
+  gst_buffer_unmap(buffer, &map);
+  return found;
+}
+
+// What passes a pad: each buffer's PTS and whether it is an IDR, the EOS.
+struct Frames {
+  std::mutex mutex;
+  std::vector<GstClockTime> pts;
+  std::vector<GstClockTime> dts;
+  std::vector<bool> idr;
+  bool eos = false;
+  std::vector<int> widths;  // of each caps event
+  int discont = 0;          // buffers flagged DISCONT (a lane: chunk starts)
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<Frames *>(user_data);
+    std::lock_guard<std::mutex> lk(self->mutex);
+    if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+      GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+      self->pts.push_back(GST_BUFFER_PTS(buffer));
+      self->dts.push_back(GST_BUFFER_DTS(buffer));
+      self->idr.push_back(HasIdr(buffer));
+      self->discont += GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
+      return GST_PAD_PROBE_OK;
+    }
+    GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) {
+      self->eos = true;
+    } else if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      GstCaps *caps;
+      gst_event_parse_caps(event, &caps);
+      int width = 0;
+      gst_structure_get_int(gst_caps_get_structure(caps, 0), "width", &width);
+      self->widths.push_back(width);
+    }
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+// The source encoder's timestamps start at 1000 hours (x264enc's minimum
+// PTS, with a segment to match); demuxed files start at 0. Moved there, so
+// that the lanes' encoders restart theirs at each chunk as they would for a
+// file.
+constexpr GstClockTime kEncoderStart = 1000 * 3600 * GST_SECOND;
+GstPadProbeReturn FromZero(GstPad *, GstPadProbeInfo *info, gpointer) {
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+    GstBuffer *buffer = gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
+    if (GST_BUFFER_PTS(buffer) >= kEncoderStart)
+      GST_BUFFER_PTS(buffer) -= kEncoderStart;
+    if (GST_BUFFER_DTS_IS_VALID(buffer) && GST_BUFFER_DTS(buffer) >= kEncoderStart)
+      GST_BUFFER_DTS(buffer) -= kEncoderStart;
+    GST_PAD_PROBE_INFO_DATA(info) = buffer;
+    return GST_PAD_PROBE_OK;
+  }
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
+    GstSegment segment;
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    gst_event_unref(event);
+    GST_PAD_PROBE_INFO_DATA(info) = gst_event_new_segment(&segment);
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+constexpr GstPadProbeType kWatch = static_cast<GstPadProbeType>(
+    GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM);
+
+// Where chunk=keyframes cuts a stream whose IDRs are at `idr`: at its
+// first frame, then at the first IDR at least `chunk_frames` after the
+// chunk's start.
+std::vector<bool> ChunkStarts(const std::vector<bool>& idr,
+                              size_t chunk_frames) {
+  std::vector<bool> starts(idr.size(), false);
+  size_t start = 0;
+  for (size_t i = 0; i < idr.size(); ++i) {
+    if (i == 0 || (i - start >= chunk_frames && idr[i])) {
+      starts[i] = true;
+      start = i;
+    }
+  }
+  return starts;
+}
+
+struct Stream {
+  int frames;
+  int gop;  // the source encoder's key-int-max
+  int width;
+  int height;
+};
+
+std::string SourceOf(int k, const Stream& s) {
+  return "videotestsrc num-buffers=" + std::to_string(s.frames) +
+         " ! video/x-raw,format=I420,width=" + std::to_string(s.width) +
+         ",height=" + std::to_string(s.height) +
+         ",framerate=30/1 ! x264enc speed-preset=ultrafast bframes=0"
+         " threads=1 key-int-max=" +
+         std::to_string(s.gop) +
+         " ! h264parse ! video/x-h264,stream-format=byte-stream,alignment=au"
+         " ! identity name=in_" +
+         std::to_string(k) + " ! f.sink_" + std::to_string(k) + "  m.src_" +
+         std::to_string(k) + " ! fakesink name=out_" + std::to_string(k) +
+         " sync=false  ";
+}
+
+// A lane: a GOP is decoded and encoded again (an IDR only at a chunk's
+// start: every chunk restarts the encoder).
+std::string Lane(int d, bool queue, int bframes = 0) {
+  return "f.src_" + std::to_string(d) + " ! " + (queue ? "queue ! " : "") +
+         "avdec_h264 name=dec_" + std::to_string(d) +
+         " ! x264enc speed-preset=ultrafast threads=1 bframes=" +
+         std::to_string(bframes) +
+         " key-int-max=100000 ! video/x-h264,stream-format=byte-stream"
+         " ! m.sink_" +
+         std::to_string(d) + "  ";
+}
+
+// Returns the stream's chunks.
+int CheckStream(int k, const Stream& s, Frames& in, Frames& out,
+                size_t chunk_frames) {
+  std::lock_guard<std::mutex> li(in.mutex);
+  std::lock_guard<std::mutex> lo(out.mutex);
+  SCOPED_TRACE("stream " + std::to_string(k));
+  EXPECT_EQ(in.pts.size(), static_cast<size_t>(s.frames));
+  EXPECT_EQ(out.pts.size(), in.pts.size());
+  if (out.pts.size() != in.pts.size())
+    return 0;
+  EXPECT_TRUE(out.eos);
+  // the stream's own caps (what the lanes made of its frames), whichever
+  // lane's branch had other streams' before
+  EXPECT_FALSE(out.widths.empty());
+  for (int width : out.widths)
+    EXPECT_EQ(width, s.width);
+  const std::vector<bool> starts = ChunkStarts(in.idr, chunk_frames);
+  int chunks = 0;
+  for (size_t i = 0; i < out.pts.size(); ++i) {
+    // its own frames, in order, in its own segment's times
+    EXPECT_EQ(out.pts[i], in.pts[i]) << "frame " << i;
+    if (i > 0) {
+      EXPECT_GT(out.pts[i], out.pts[i - 1]) << "frame " << i;
+    }
+    EXPECT_EQ(out.idr[i], starts[i]) << "frame " << i;
+    chunks += starts[i];
+  }
+  // several chunks per stream, or the lanes had nothing to share
+  EXPECT_GE(chunks, 3);
+  return chunks;
+}
+
+}  // namespace
+
+// Three H.264 streams of different lengths, GOPs and frame sizes (so their
+// chunks' caps differ) on two shared lanes, one with a queue: each src_k
+// gets its stream's frames, whole and in order, an IDR at each chunk start.
+TEST(ChunkStreams, StreamsAreCutIntoTheirOwnChunksOnSharedLanes) {
+  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
+    if (!HasFactory(f))
+      GTEST_SKIP() << f << " is not installed";
+  const std::vector<Stream> streams = {
+      {90, 10, 64, 64}, {60, 15, 96, 64}, {42, 7, 64, 48}};
+  constexpr size_t kChunkFrames = 6;
+  // round-robin: every lane gets chunks (a lane being filled is skipped)
+  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes "
+                       "policy=round-robin chunk-frames=" +
+                       std::to_string(kChunkFrames) +
+                       "  gpufanin name=m stall-timeout=3600000000000  " +
+                       Lane(0, true) + Lane(1, false);
+  for (size_t k = 0; k < streams.size(); ++k)
+    launch += SourceOf(static_cast<int>(k), streams[k]);
+  LaunchedPipeline p(launch);
+  ASSERT_TRUE(p.ok());
+  std::vector<Frames> in(streams.size()), out(streams.size());
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const std::string in_name = "in_" + std::to_string(k);
+    const std::string out_name = "out_" + std::to_string(k);
+    p.AddProbe(in_name.c_str(), "sink", kWatch, &FromZero, nullptr);
+    p.AddProbe(in_name.c_str(), "src", kWatch, &Frames::Probe, &in[k]);
+    p.AddProbe(out_name.c_str(), "sink", kWatch, &Frames::Probe, &out[k]);
+  }
+  Frames lanes[2];
+  p.AddProbe("dec_0", "sink", kWatch, &Frames::Probe, &lanes[0]);
+  p.AddProbe("dec_1", "sink", kWatch, &Frames::Probe, &lanes[1]);
+  ASSERT_TRUE(p.PlayToEos());
+  int chunks = 0;
+  for (size_t k = 0; k < streams.size(); ++k)
+    chunks += CheckStream(static_cast<int>(k), streams[k], in[k], out[k],
+                          kChunkFrames);
+  // each chunk went whole to one lane (a DISCONT first), and both lanes
+  // took some
+  std::lock_guard<std::mutex> l0(lanes[0].mutex);
+  std::lock_guard<std::mutex> l1(lanes[1].mutex);
+  EXPECT_EQ(lanes[0].discont + lanes[1].discont, chunks);
+  EXPECT_GT(lanes[0].discont, 0);
+  EXPECT_GT(lanes[1].discont, 0);
+}
+
+// One stream on sink_0 alone in chunk mode: its src_0 gets it (the
+// several-streams path with one stream), and the single-stream properties
+// hold.
+TEST(ChunkStreams, OneStreamOnASinkPadOfItsOwn) {
+  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
+    if (!HasFactory(f))
+      GTEST_SKIP() << f << " is not installed";
+  const Stream s{40, 8, 64, 64};
+  constexpr size_t kChunkFrames = 8;
+  LaunchedPipeline p("gpufanout name=f devices=cpu:2 chunk=keyframes "
+                     "chunk-frames=8  gpufanin name=m "
+                     "stall-timeout=3600000000000  " +
+                     Lane(0, true) + Lane(1, true) + SourceOf(0, s));
+  ASSERT_TRUE(p.ok());
+  Frames in, out;
+  p.AddProbe("in_0", "sink", kWatch, &FromZero, nullptr);
+  p.AddProbe("in_0", "src", kWatch, &Frames::Probe, &in);
+  p.AddProbe("out_0", "sink", kWatch, &Frames::Probe, &out);
+  ASSERT_TRUE(p.PlayToEos());
+  CheckStream(0, s, in, out, kChunkFrames);
+}
+
+// Lanes whose encoders reorder (B-frames) and so restart their timestamps
+// at each chunk (GstVideoEncoder rebases a new stream onto its minimum PTS):
+// each src_k's frames are its own, in its segment's times (the same PTS
+// as its input's), decode timestamps never go back, an IDR at every chunk
+// start.
+TEST(ChunkStreams, ReorderingLanesKeepEachStreamsTimes) {
+  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
+    if (!HasFactory(f))
+      GTEST_SKIP() << f << " is not installed";
+  const std::vector<Stream> streams = {{48, 8, 64, 64}, {30, 10, 96, 64}};
+  constexpr size_t kChunkFrames = 8;
+  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes "
+                       "chunk-frames=8  gpufanin name=m "
+                       "stall-timeout=3600000000000  " +
+                       Lane(0, true, 2) + Lane(1, false, 2);
+  for (size_t k = 0; k < streams.size(); ++k)
+    launch += SourceOf(static_cast<int>(k), streams[k]);
+  LaunchedPipeline p(launch);
+  ASSERT_TRUE(p.ok());
+  std::vector<Frames> in(streams.size()), out(streams.size());
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const std::string in_name = "in_" + std::to_string(k);
+    const std::string out_name = "out_" + std::to_string(k);
+    p.AddProbe(in_name.c_str(), "sink", kWatch, &FromZero, nullptr);
+    p.AddProbe(in_name.c_str(), "src", kWatch, &Frames::Probe, &in[k]);
+    p.AddProbe(out_name.c_str(), "sink", kWatch, &Frames::Probe, &out[k]);
+  }
+  ASSERT_TRUE(p.PlayToEos());
+  for (size_t k = 0; k < streams.size(); ++k) {
+    SCOPED_TRACE("stream " + std::to_string(k));
+    std::lock_guard<std::mutex> li(in[k].mutex);
+    std::lock_guard<std::mutex> lo(out[k].mutex);
+    ASSERT_EQ(out[k].pts.size(), in[k].pts.size());
+    EXPECT_TRUE(out[k].eos);
+    std::vector<GstClockTime> sorted = out[k].pts;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, in[k].pts);
+    const std::vector<bool> starts = ChunkStarts(in[k].idr, kChunkFrames);
+    for (size_t i = 0; i < out[k].pts.size(); ++i) {
+      // chunks keep their length: a chunk's first output is its IDR
+      EXPECT_EQ(out[k].idr[i], starts[i]) << "output " << i;
+      // (before the stream's start, a B-frame stream's first decode times
+      // are unset: they would lie before its segment)
+      if (i > 0 && GST_CLOCK_TIME_IS_VALID(out[k].dts[i - 1])) {
+        EXPECT_GT(out[k].dts[i], out[k].dts[i - 1]) << "output " << i;
+      }
+      if (i >= 2) {
+        EXPECT_TRUE(GST_CLOCK_TIME_IS_VALID(out[k].dts[i])) << "output " << i;
+      }
+    }
+  }
+}
