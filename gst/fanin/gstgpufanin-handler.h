@@ -56,7 +56,8 @@ public:
   virtual ~ItemHandler () = default;
   virtual const char * Name () const = 0; /* for the log */
   /* A handler replaces only one of a lower rank: frame 0, streams 1, chunk
-   * 2 (chunk mode takes one stream, whose items all leave by src). */
+   * 2 (chunk mode; with several streams it routes each chunk to its
+   * stream's src_k itself). */
   virtual int Rank () const = 0;
 
   /* Sink: a buffer or a GAP event came out of @pad's lane (takes @obj).
