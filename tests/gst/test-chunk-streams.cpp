@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -129,7 +131,8 @@ struct Stream {
 };
 
 std::string SourceOf(int k, const Stream& s) {
-  return "videotestsrc num-buffers=" + std::to_string(s.frames) +
+  return "videotestsrc name=src_" + std::to_string(k) +
+         " num-buffers=" + std::to_string(s.frames) +
          " ! video/x-raw,format=I420,width=" + std::to_string(s.width) +
          ",height=" + std::to_string(s.height) +
          ",framerate=30/1 ! x264enc speed-preset=ultrafast bframes=0"
@@ -306,4 +309,130 @@ TEST(ChunkStreams, ReorderingLanesKeepEachStreamsTimes) {
       }
     }
   }
+}
+
+namespace {
+
+// Stream 0's input: held at its `hold_at`-th frame (so that its seek comes
+// mid-stream, however fast the machine) until the seek's FLUSH_START
+// passes, which ends the hold (the seek waits for this thread).
+struct HeldInput {
+  std::mutex mutex;
+  std::condition_variable cond;
+  int hold_at = 0;
+  int seen = 0;
+  bool holding = false;
+  bool flushing = false;
+  static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<HeldInput *>(user_data);
+    std::unique_lock<std::mutex> lk(self->mutex);
+    if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+      if (++self->seen == self->hold_at) {
+        self->holding = true;
+        self->cond.notify_all();
+        self->cond.wait(lk, [self] { return self->flushing; });
+      }
+    } else if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) ==
+               GST_EVENT_FLUSH_START) {
+      self->flushing = true;
+      self->cond.notify_all();
+    }
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+// What passes a sink after its last FLUSH_STOP.
+struct AfterFlush {
+  Frames frames;
+  std::atomic<int> flush_stops{0};
+  static GstPadProbeReturn Probe(GstPad *pad, GstPadProbeInfo *info,
+                                 gpointer user_data) {
+    auto *self = static_cast<AfterFlush *>(user_data);
+    if (!(GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) &&
+        GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) ==
+            GST_EVENT_FLUSH_STOP) {
+      std::lock_guard<std::mutex> lk(self->frames.mutex);
+      self->flush_stops++;
+      self->frames.pts.clear();
+      self->frames.dts.clear();
+      self->frames.idr.clear();
+      return GST_PAD_PROBE_OK;
+    }
+    return Frames::Probe(pad, info, &self->frames);
+  }
+};
+
+}  // namespace
+
+// A flushing seek on one stream's source in the middle of it, while its
+// chunks are in the lanes (its flush reaches sink_0 and src_0 alone): stream 0 plays its first second again, whole and in order, an IDR
+// at each of its chunk starts; stream 1 is not disturbed; both end.
+TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
+  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
+    if (!HasFactory(f))
+      GTEST_SKIP() << f << " is not installed";
+  const std::vector<Stream> streams = {{120, 10, 64, 64}, {60, 12, 96, 64}};
+  constexpr size_t kChunkFrames = 10;
+  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes "
+                       "chunk-frames=10  gpufanin name=m "
+                       "stall-timeout=3600000000000  " +
+                       Lane(0, true) + Lane(1, false);
+  for (size_t k = 0; k < streams.size(); ++k)
+    launch += SourceOf(static_cast<int>(k), streams[k]);
+  HeldInput held;  // outlives the pipeline: its thread may wait in it
+  held.hold_at = 45;
+  LaunchedPipeline p(launch);
+  ASSERT_TRUE(p.ok());
+  // a failed assertion ends the hold, or the pipeline could not stop
+  struct Release {
+    HeldInput& held;
+    ~Release() {
+      std::lock_guard<std::mutex> lk(held.mutex);
+      held.flushing = true;
+      held.cond.notify_all();
+    }
+  } release{held};
+  AfterFlush out0;
+  Frames in1, out1;
+  const auto flushes = static_cast<GstPadProbeType>(
+      kWatch | GST_PAD_PROBE_TYPE_EVENT_FLUSH);
+  p.AddProbe("in_0", "sink", kWatch, &FromZero, nullptr);
+  p.AddProbe("in_1", "sink", kWatch, &FromZero, nullptr);
+  p.AddProbe("in_0", "src", flushes, &HeldInput::Probe, &held);
+  p.AddProbe("out_0", "sink", flushes, &AfterFlush::Probe, &out0);
+  p.AddProbe("in_1", "src", kWatch, &Frames::Probe, &in1);
+  p.AddProbe("out_1", "sink", kWatch, &Frames::Probe, &out1);
+  ASSERT_TRUE(p.Play());
+  {
+    std::unique_lock<std::mutex> lk(held.mutex);
+    ASSERT_TRUE(
+        held.cond.wait_for(lk, kLongWait, [&] { return held.holding; }));
+  }
+  // Back to the start, 30 frames (3 chunks) to play. Sent to the source
+  // itself: a seek from downstream of src_0 goes up the lanes' branches,
+  // which refuse it while they are reset between two chunks (a moment that
+  // no test can choose).
+  constexpr int kAfterSeek = 30;
+  ASSERT_TRUE(gst_element_seek(
+      p.element("src_0"), 1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH,
+      GST_SEEK_TYPE_SET, 0, GST_SEEK_TYPE_SET,
+      gst_util_uint64_scale(kAfterSeek, GST_SECOND, 30)));
+  GstMessage *msg = p.WaitEosOrError(kLongWait);
+  ASSERT_NE(msg, nullptr);
+  EXPECT_EQ(GST_MESSAGE_TYPE(msg), GST_MESSAGE_EOS);
+  {
+    Frames& after = out0.frames;
+    std::lock_guard<std::mutex> la(after.mutex);
+    EXPECT_EQ(out0.flush_stops.load(), 1);
+    ASSERT_EQ(after.pts.size(), static_cast<size_t>(kAfterSeek));
+    EXPECT_TRUE(after.eos);
+    for (size_t i = 0; i < after.pts.size(); ++i) {
+      EXPECT_EQ(after.pts[i], gst_util_uint64_scale(i, GST_SECOND, 30))
+          << "frame " << i;
+      // the source's encoder restarted at the seek: its IDRs, every 10
+      EXPECT_EQ(after.idr[i], i % kChunkFrames == 0) << "frame " << i;
+    }
+  }
+  CheckStream(1, streams[1], in1, out1, kChunkFrames);
 }
