@@ -325,6 +325,10 @@ output_batch_locked (GstGpuFanIn * self,
 
   const gpufanin::ItemHandler & handler = gst_gpufan_in_handler (self);
   for (gpufan::Released & released : batch.items) {
+    /* one line per frame at LOG: each item as it leaves the window */
+    GST_LOG_OBJECT (self, "item %" G_GUINT64_FORMAT " of lane %d, stream %u: %s",
+        released.seq, released.lane == gpufan::kNoLane ? -1 : (gint) released.lane,
+        released.stream, released.payload ? "released" : "lost");
     if (!released.payload)
       continue; /* dropped or given up: counted by the session */
     if (released.stream != gpufan::kMainStream)

@@ -94,6 +94,9 @@ push_scheduled_item (GstGpuFanOut * self, const LanePtr & lane,
   lane->timer->Add (gpufan::LaneTime::kPush, push_start, session_now (self),
       item.seq);
   note_push (lane, item.seq, outcome_of (ret));
+  /* one line per frame at LOG: which lane took it, and how its push ended */
+  GST_LOG_OBJECT (lane->pad, "item %" G_GUINT64_FORMAT " pushed into lane %u: %s",
+      item.seq, lane->id, gst_flow_get_name (ret));
   if (ret != GST_FLOW_OK)
     lane_set_result (self, lane, ret, link_generation);
 }
