@@ -360,8 +360,9 @@ def parse_args():
     return args
 
 
-def main():
-    args = parse_args()
+def elements_present():
+    """Gst.init, and whether the elements these examples run are there
+    (a FAIL line says which are not)."""
     Gst.init(None)
     missing = [f for f in ("gpufanout", "gpufanin", "x264enc", "avdec_h264",
                            "h264parse", "mp4mux", "qtdemux")
@@ -370,28 +371,45 @@ def main():
         print(f"FAIL: missing elements: {', '.join(missing)} (gpufan*: point "
               "GST_PLUGIN_PATH at the build's gst/ directory or install the "
               "plugin)", file=sys.stderr)
-        return 1
+        return False
     print(f"plugin: {Gst.Registry.get().find_plugin('gpufan').get_filename()}")
+    return True
 
-    bits = index_bits(args.frames)
-    workdir = tempfile.mkdtemp(prefix="transcode_chunks-")
-    input_path = os.path.join(workdir, "input.mp4")
-    output_path = args.output or os.path.join(workdir, "output.mp4")
+
+def run_in_workdir(prefix, keep, work):
+    """work(workdir) in a new temporary directory, removed after unless
+    `keep`; returns its result, or None after a CheckFailed (said)."""
+    workdir = tempfile.mkdtemp(prefix=prefix)
     try:
-        if args.mode == "keyframes":
-            encode_input(input_path, args.frames, bits, args.chunk_frames)
-        transcode(args, input_path, output_path, bits)
-        chunks = check(args, input_path, output_path, bits)
+        return work(workdir)
     except CheckFailed as e:
         print(f"FAIL: {e}", file=sys.stderr)
-        return 1
+        return None
     finally:
-        # A file named with --output is the user's and stays; the temporary
-        # input and output go unless --keep.
-        if args.keep:
+        if keep:
             print(f"kept: {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main():
+    args = parse_args()
+    if not elements_present():
+        return 1
+    bits = index_bits(args.frames)
+
+    def work(workdir):
+        input_path = os.path.join(workdir, "input.mp4")
+        # a file named with --output is the user's and stays
+        output_path = args.output or os.path.join(workdir, "output.mp4")
+        if args.mode == "keyframes":
+            encode_input(input_path, args.frames, bits, args.chunk_frames)
+        transcode(args, input_path, output_path, bits)
+        return check(args, input_path, output_path, bits)
+
+    chunks = run_in_workdir("transcode_chunks-", args.keep, work)
+    if chunks is None:
+        return 1
     print(f"transcode_chunks: OK ({args.frames} frames, {chunks} chunks, "
           f"mode {args.mode}, lanes {args.lanes})")
     return 0

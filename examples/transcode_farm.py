@@ -36,14 +36,12 @@ Needs x264enc (gstreamer1.0-plugins-ugly) and avdec_h264 (gstreamer1.0-libav).
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 
-from transcode_chunks import (CheckFailed, Gst, HEIGHT, WIDTH, chunk_starts,
-                              decode_output, encode_input, first_difference,
-                              index_bits, launch, parse_keyframes,
-                              run_pipeline)
+from transcode_chunks import (CheckFailed, HEIGHT, WIDTH, chunk_starts,
+                              decode_output, elements_present, encode_input,
+                              first_difference, index_bits, launch,
+                              parse_keyframes, run_in_workdir, run_pipeline)
 
 
 def file_plan(files, frames, chunk_frames):
@@ -135,37 +133,27 @@ def parse_args():
 
 def main():
     args = parse_args()
-    Gst.init(None)
-    missing = [f for f in ("gpufanout", "gpufanin", "x264enc", "avdec_h264",
-                           "h264parse", "mp4mux", "qtdemux")
-               if Gst.ElementFactory.find(f) is None]
-    if missing:
-        print(f"FAIL: missing elements: {', '.join(missing)} (gpufan*: point "
-              "GST_PLUGIN_PATH at the build's gst/ directory or install the "
-              "plugin)", file=sys.stderr)
+    if not elements_present():
         return 1
     plan = file_plan(args.files, args.frames, args.chunk_frames)
     bits = index_bits(args.frames)
-    workdir = tempfile.mkdtemp(prefix="transcode_farm-")
-    inputs = [os.path.join(workdir, f"in_{k}.mp4") for k in range(args.files)]
-    outputs = [os.path.join(workdir, f"out_{k}.mp4")
-               for k in range(args.files)]
-    try:
+
+    def work(workdir):
+        inputs = [os.path.join(workdir, f"in_{k}.mp4")
+                  for k in range(args.files)]
+        outputs = [os.path.join(workdir, f"out_{k}.mp4")
+                   for k in range(args.files)]
         for path, (frames, gop) in zip(inputs, plan):
             encode_input(path, frames, bits, gop)
         farm(args, inputs, outputs)
         print("checks:")
-        chunks = sum(check_file(k, frames, args.chunk_frames, inputs[k],
-                                outputs[k], bits)
-                     for k, (frames, _) in enumerate(plan))
-    except CheckFailed as e:
-        print(f"FAIL: {e}", file=sys.stderr)
+        return sum(check_file(k, frames, args.chunk_frames, inputs[k],
+                              outputs[k], bits)
+                   for k, (frames, _) in enumerate(plan))
+
+    chunks = run_in_workdir("transcode_farm-", args.keep, work)
+    if chunks is None:
         return 1
-    finally:
-        if args.keep:
-            print(f"kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     print(f"transcode_farm: OK ({args.files} files, {chunks} chunks, "
           f"lanes {args.lanes})")
     return 0

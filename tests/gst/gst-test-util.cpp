@@ -217,6 +217,26 @@ guint CountMetas(GstBuffer *buffer) {
   return n;
 }
 
+bool HasH264Nal(GstBuffer *buffer, int type) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buffer, &map, GST_MAP_READ))
+    return false;
+  bool found = false;
+  for (gsize i = 0; i + 3 < map.size && !found; ++i)
+    found = map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1 &&
+            (map.data[i + 3] & 0x1f) == type;
+  gst_buffer_unmap(buffer, &map);
+  return found;
+}
+
+bool HasFactory(const char *name) {
+  GstElementFactory *f = gst_element_factory_find(name);
+  if (!f)
+    return false;
+  gst_object_unref(f);
+  return true;
+}
+
 GstBuffer *CopyWithoutMetas(GstBuffer *buffer) {
   GstBuffer *copy = gst_buffer_new();
   // No GST_BUFFER_COPY_META: the new buffer carries no metas at all.

@@ -95,6 +95,12 @@ int64_t DataIndex(GstBuffer *buffer);
 int64_t PtsIndex(GstClockTime pts);
 // Number of metas on a buffer.
 guint CountMetas(GstBuffer *buffer);
+// An H.264 byte-stream buffer holds a NAL unit of `type` (5: an IDR slice,
+// 7: a sequence parameter set).
+bool HasH264Nal(GstBuffer *buffer, int type);
+// Whether the registry has element factory `name` (tests that need an
+// optional plugin skip without it).
+bool HasFactory(const char *name);
 // A new buffer with a deep copy of `buffer`'s memory, flags and timestamps
 // but none of its metas (what a branch that makes new buffers does).
 GstBuffer *CopyWithoutMetas(GstBuffer *buffer);

@@ -23,27 +23,6 @@ using namespace gpufan_test;
 
 namespace {
 
-bool HasFactory(const char *name) {
-  GstElementFactory *f = gst_element_factory_find(name);
-  if (!f)
-    return false;
-  gst_object_unref(f);
-  return true;
-}
-
-// An H.264 byte-stream access unit holds an IDR slice (NAL type 5).
-bool HasIdr(GstBuffer *buffer) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buffer, &map, GST_MAP_READ))
-    return false;
-  bool found = false;
-  for (gsize i = 0; i + 3 < map.size && !found; ++i)
-    found = map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1 &&
-            (map.data[i + 3] & 0x1f) == 5;
-  gst_buffer_unmap(buffer, &map);
-  return found;
-}
-
 // What passes a pad: each buffer's PTS and whether it is an IDR, the EOS.
 struct Frames {
   std::mutex mutex;
@@ -61,7 +40,7 @@ struct Frames {
       GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
       self->pts.push_back(GST_BUFFER_PTS(buffer));
       self->dts.push_back(GST_BUFFER_DTS(buffer));
-      self->idr.push_back(HasIdr(buffer));
+      self->idr.push_back(HasH264Nal(buffer, 5));
       self->discont += GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
       return GST_PAD_PROBE_OK;
     }
@@ -86,10 +65,12 @@ struct Frames {
 constexpr GstClockTime kEncoderStart = 1000 * 3600 * GST_SECOND;
 GstPadProbeReturn FromZero(GstPad *, GstPadProbeInfo *info, gpointer) {
   if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
-    GstBuffer *buffer = gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
+    GstBuffer *buffer =
+        gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
     if (GST_BUFFER_PTS(buffer) >= kEncoderStart)
       GST_BUFFER_PTS(buffer) -= kEncoderStart;
-    if (GST_BUFFER_DTS_IS_VALID(buffer) && GST_BUFFER_DTS(buffer) >= kEncoderStart)
+    if (GST_BUFFER_DTS_IS_VALID(buffer) &&
+        GST_BUFFER_DTS(buffer) >= kEncoderStart)
       GST_BUFFER_DTS(buffer) -= kEncoderStart;
     GST_PAD_PROBE_INFO_DATA(info) = buffer;
     return GST_PAD_PROBE_OK;
@@ -157,6 +138,40 @@ std::string Lane(int d, bool queue, int bframes = 0) {
          std::to_string(d) + "  ";
 }
 
+// The first element these tests run that is not installed, or null.
+const char *MissingElement() {
+  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
+    if (!HasFactory(f))
+      return f;
+  return nullptr;
+}
+
+// gpufanout chunk=keyframes (and `props`) on two CPU lanes `lanes`, the
+// streams on sink_0.. and src_0..
+std::string Launch(const std::string& props, size_t chunk_frames,
+                   const std::string& lanes,
+                   const std::vector<Stream>& streams) {
+  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes " +
+                       props + " chunk-frames=" + std::to_string(chunk_frames) +
+                       "  gpufanin name=m stall-timeout=3600000000000  " +
+                       lanes;
+  for (size_t k = 0; k < streams.size(); ++k)
+    launch += SourceOf(static_cast<int>(k), streams[k]);
+  return launch;
+}
+
+// Each stream k's input (from 0, as a file's) and output: in[k], out[k].
+void WatchStreams(LaunchedPipeline& p, std::vector<Frames>& in,
+                  std::vector<Frames>& out) {
+  for (size_t k = 0; k < in.size(); ++k) {
+    const std::string in_name = "in_" + std::to_string(k);
+    const std::string out_name = "out_" + std::to_string(k);
+    p.AddProbe(in_name.c_str(), "sink", kWatch, &FromZero, nullptr);
+    p.AddProbe(in_name.c_str(), "src", kWatch, &Frames::Probe, &in[k]);
+    p.AddProbe(out_name.c_str(), "sink", kWatch, &Frames::Probe, &out[k]);
+  }
+}
+
 // Returns the stream's chunks.
 int CheckStream(int k, const Stream& s, Frames& in, Frames& out,
                 size_t chunk_frames) {
@@ -195,30 +210,17 @@ int CheckStream(int k, const Stream& s, Frames& in, Frames& out,
 // chunks' caps differ) on two shared lanes, one with a queue: each src_k
 // gets its stream's frames, whole and in order, an IDR at each chunk start.
 TEST(ChunkStreams, StreamsAreCutIntoTheirOwnChunksOnSharedLanes) {
-  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
-    if (!HasFactory(f))
-      GTEST_SKIP() << f << " is not installed";
+  if (const char *missing = MissingElement())
+    GTEST_SKIP() << missing << " is not installed";
   const std::vector<Stream> streams = {
       {90, 10, 64, 64}, {60, 15, 96, 64}, {42, 7, 64, 48}};
   constexpr size_t kChunkFrames = 6;
   // round-robin: every lane gets chunks (a lane being filled is skipped)
-  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes "
-                       "policy=round-robin chunk-frames=" +
-                       std::to_string(kChunkFrames) +
-                       "  gpufanin name=m stall-timeout=3600000000000  " +
-                       Lane(0, true) + Lane(1, false);
-  for (size_t k = 0; k < streams.size(); ++k)
-    launch += SourceOf(static_cast<int>(k), streams[k]);
-  LaunchedPipeline p(launch);
+  LaunchedPipeline p(Launch("policy=round-robin", kChunkFrames,
+                            Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
   std::vector<Frames> in(streams.size()), out(streams.size());
-  for (size_t k = 0; k < streams.size(); ++k) {
-    const std::string in_name = "in_" + std::to_string(k);
-    const std::string out_name = "out_" + std::to_string(k);
-    p.AddProbe(in_name.c_str(), "sink", kWatch, &FromZero, nullptr);
-    p.AddProbe(in_name.c_str(), "src", kWatch, &Frames::Probe, &in[k]);
-    p.AddProbe(out_name.c_str(), "sink", kWatch, &Frames::Probe, &out[k]);
-  }
+  WatchStreams(p, in, out);
   Frames lanes[2];
   p.AddProbe("dec_0", "sink", kWatch, &Frames::Probe, &lanes[0]);
   p.AddProbe("dec_1", "sink", kWatch, &Frames::Probe, &lanes[1]);
@@ -240,15 +242,12 @@ TEST(ChunkStreams, StreamsAreCutIntoTheirOwnChunksOnSharedLanes) {
 // several-streams path with one stream), and the single-stream properties
 // hold.
 TEST(ChunkStreams, OneStreamOnASinkPadOfItsOwn) {
-  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
-    if (!HasFactory(f))
-      GTEST_SKIP() << f << " is not installed";
+  if (const char *missing = MissingElement())
+    GTEST_SKIP() << missing << " is not installed";
   const Stream s{40, 8, 64, 64};
   constexpr size_t kChunkFrames = 8;
-  LaunchedPipeline p("gpufanout name=f devices=cpu:2 chunk=keyframes "
-                     "chunk-frames=8  gpufanin name=m "
-                     "stall-timeout=3600000000000  " +
-                     Lane(0, true) + Lane(1, true) + SourceOf(0, s));
+  LaunchedPipeline p(
+      Launch("", kChunkFrames, Lane(0, true) + Lane(1, true), {s}));
   ASSERT_TRUE(p.ok());
   Frames in, out;
   p.AddProbe("in_0", "sink", kWatch, &FromZero, nullptr);
@@ -264,27 +263,15 @@ TEST(ChunkStreams, OneStreamOnASinkPadOfItsOwn) {
 // as its input's), decode timestamps never go back, an IDR at every chunk
 // start.
 TEST(ChunkStreams, ReorderingLanesKeepEachStreamsTimes) {
-  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
-    if (!HasFactory(f))
-      GTEST_SKIP() << f << " is not installed";
+  if (const char *missing = MissingElement())
+    GTEST_SKIP() << missing << " is not installed";
   const std::vector<Stream> streams = {{48, 8, 64, 64}, {30, 10, 96, 64}};
   constexpr size_t kChunkFrames = 8;
-  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes "
-                       "chunk-frames=8  gpufanin name=m "
-                       "stall-timeout=3600000000000  " +
-                       Lane(0, true, 2) + Lane(1, false, 2);
-  for (size_t k = 0; k < streams.size(); ++k)
-    launch += SourceOf(static_cast<int>(k), streams[k]);
-  LaunchedPipeline p(launch);
+  LaunchedPipeline p(
+      Launch("", kChunkFrames, Lane(0, true, 2) + Lane(1, false, 2), streams));
   ASSERT_TRUE(p.ok());
   std::vector<Frames> in(streams.size()), out(streams.size());
-  for (size_t k = 0; k < streams.size(); ++k) {
-    const std::string in_name = "in_" + std::to_string(k);
-    const std::string out_name = "out_" + std::to_string(k);
-    p.AddProbe(in_name.c_str(), "sink", kWatch, &FromZero, nullptr);
-    p.AddProbe(in_name.c_str(), "src", kWatch, &Frames::Probe, &in[k]);
-    p.AddProbe(out_name.c_str(), "sink", kWatch, &Frames::Probe, &out[k]);
-  }
+  WatchStreams(p, in, out);
   ASSERT_TRUE(p.PlayToEos());
   for (size_t k = 0; k < streams.size(); ++k) {
     SCOPED_TRACE("stream " + std::to_string(k));
@@ -366,23 +353,18 @@ struct AfterFlush {
 }  // namespace
 
 // A flushing seek on one stream's source in the middle of it, while its
-// chunks are in the lanes (its flush reaches sink_0 and src_0 alone): stream 0 plays its first second again, whole and in order, an IDR
-// at each of its chunk starts; stream 1 is not disturbed; both end.
+// chunks are in the lanes (its flush reaches sink_0 and src_0 alone):
+// stream 0 plays its first second again, whole and in order, an IDR at each
+// of its chunk starts; stream 1 is not disturbed; both end.
 TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
-  for (const char *f : {"x264enc", "avdec_h264", "h264parse"})
-    if (!HasFactory(f))
-      GTEST_SKIP() << f << " is not installed";
+  if (const char *missing = MissingElement())
+    GTEST_SKIP() << missing << " is not installed";
   const std::vector<Stream> streams = {{120, 10, 64, 64}, {60, 12, 96, 64}};
   constexpr size_t kChunkFrames = 10;
-  std::string launch = "gpufanout name=f devices=cpu:2 chunk=keyframes "
-                       "chunk-frames=10  gpufanin name=m "
-                       "stall-timeout=3600000000000  " +
-                       Lane(0, true) + Lane(1, false);
-  for (size_t k = 0; k < streams.size(); ++k)
-    launch += SourceOf(static_cast<int>(k), streams[k]);
   HeldInput held;  // outlives the pipeline: its thread may wait in it
   held.hold_at = 45;
-  LaunchedPipeline p(launch);
+  LaunchedPipeline p(
+      Launch("", kChunkFrames, Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
   // a failed assertion ends the hold, or the pipeline could not stop
   struct Release {
@@ -395,8 +377,8 @@ TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
   } release{held};
   AfterFlush out0;
   Frames in1, out1;
-  const auto flushes = static_cast<GstPadProbeType>(
-      kWatch | GST_PAD_PROBE_TYPE_EVENT_FLUSH);
+  const auto flushes =
+      static_cast<GstPadProbeType>(kWatch | GST_PAD_PROBE_TYPE_EVENT_FLUSH);
   p.AddProbe("in_0", "sink", kWatch, &FromZero, nullptr);
   p.AddProbe("in_1", "sink", kWatch, &FromZero, nullptr);
   p.AddProbe("in_0", "src", flushes, &HeldInput::Probe, &held);

@@ -230,19 +230,6 @@ TEST(ChunkKeyframes, ChunksAreCutAtTheFirstKeyframeAfterChunkFrames) {
 
 namespace {
 
-// An H.264 byte-stream buffer holds a sequence parameter set (NAL type 7).
-bool HasSps(GstBuffer *buffer) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buffer, &map, GST_MAP_READ))
-    return false;
-  bool found = false;
-  for (gsize i = 0; i + 3 < map.size && !found; ++i)
-    found = map.data[i] == 0 && map.data[i + 1] == 0 && map.data[i + 2] == 1 &&
-            (map.data[i + 3] & 0x1f) == 7;
-  gst_buffer_unmap(buffer, &map);
-  return found;
-}
-
 struct EncodedOut {
   std::mutex mutex;
   std::vector<bool> keyframe;
@@ -262,18 +249,11 @@ struct EncodedOut {
     self->keyframe.push_back(
         !GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DELTA_UNIT));
     self->dts.push_back(GST_BUFFER_DTS(buffer));
-    self->sps.push_back(HasSps(buffer));
+    self->sps.push_back(HasH264Nal(buffer, 7));
     return GST_PAD_PROBE_OK;
   }
 };
 
-bool HasFactory(const char *name) {
-  GstElementFactory *f = gst_element_factory_find(name);
-  if (!f)
-    return false;
-  gst_object_unref(f);
-  return true;
-}
 
 }  // namespace
 

@@ -86,10 +86,10 @@ TEST_F(ChunkFillTest, AChunkBeingFilledMovesOnlyToALaneNotFilled) {
   const Dispatch a = Open(1);
   const Dispatch b = Open(2);
   ASSERT_EQ(b.status, DispatchStatus::kOk);
-  EXPECT_EQ(session_->MoveUnstarted(a.seq, a.lane,
-                                    std::vector<uint32_t>{b.lane})
-                .status,
-            DispatchStatus::kNoLanes);
+  EXPECT_EQ(
+      session_->MoveUnstarted(a.seq, a.lane, std::vector<uint32_t>{b.lane})
+          .status,
+      DispatchStatus::kNoLanes);
 }
 
 TEST_F(ChunkFillTest, OneStreamFillsNothing) {
