@@ -53,7 +53,8 @@
  * window's output and the src pad's task), gstgpufanin-output.h (the one
  * flow result and its waits), gstgpufanin-eos.cpp, gstgpufanin-latency.cpp;
  * the modes' item handlers (gstgpufanin-handler.h): gstgpufanin-frame.cpp,
- * gstgpufanin-chunk.cpp (and -held.cpp), gstgpufanin-streams.cpp; shared
+ * gstgpufanin-chunk.cpp (and -held.cpp, -chunk-streams.cpp: chunks of several
+ * streams), gstgpufanin-streams.cpp; shared
  * state and the lock order in gstgpufanin-private.h. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

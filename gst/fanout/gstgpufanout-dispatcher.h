@@ -3,8 +3,9 @@
  *   frame    each buffer on its own to the lane the Session picks, with
  *            replay's hooks (gstgpufanout-dispatch.cpp, -replay.cpp)
  *   chunk    runs of buffers whole to one lane (gstgpufanout-chunk.cpp)
- *   streams  a sink_%u pad's frames, sharing the lanes with the other
- *            streams (gstgpufanout-streams.cpp)
+ *   streams  a sink_%u pad's frames or chunks, sharing the lanes with the
+ *            other streams (gstgpufanout-sinkpad.cpp,
+ *            gstgpufanout-chunk-streams.cpp)
  * The single sink pad's is chosen at READY->PAUSED from the settings
  * snapshot (take_settings_snapshot), a sink_%u pad's when it is made. */
 #pragma once
@@ -132,8 +133,8 @@ protected:
 std::unique_ptr<Dispatcher> make_frame_dispatcher (GstGpuFanOut * self);
 /* gstgpufanout-chunk.cpp: the single sink pad's chunks */
 std::unique_ptr<Dispatcher> make_chunk_dispatcher (GstGpuFanOut * self);
-/* The way of sink_%u pad @pad's stream @stream in the element's mode (chunk
- * mode: gstgpufanout-chunk-streams.cpp; frames: gstgpufanout-streams.cpp) */
+/* The way of sink_%u pad @pad's stream @stream in the element's mode
+ * (gstgpufanout-sinkpad.cpp; chunk mode's: gstgpufanout-chunk-streams.cpp) */
 std::unique_ptr<Dispatcher> make_stream_dispatcher (GstGpuFanOut * self,
     GstPad * pad, guint32 stream);
 std::unique_ptr<Dispatcher> make_stream_chunk_dispatcher (GstGpuFanOut * self,

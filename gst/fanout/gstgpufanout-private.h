@@ -17,6 +17,7 @@
  *   gstgpufanout-allocation.cpp  the ALLOCATION answer over all lanes
  *   gstgpufanout-chunk.cpp       chunk mode: runs of frames to one lane, drained
  *   gstgpufanout-chunk-worker.cpp chunk mode at the lane's worker (its handler)
+ *   gstgpufanout-chunk-streams.cpp chunk mode with several input streams
  *   gstgpufanout-replay.cpp      a failed lane's frames sent to the others
  *   gstgpufanout-stats.cpp       statistics messages (interval, final)
  *   gstgpufanout-streams.cpp     several input streams (sink_%u pads)

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gpufanout's sink_%u pads (several input streams, see
  * gstgpufanout-streams.cpp): the pad class, its properties, and the
- * dispatcher it owns. */
+ * dispatcher it owns (frame dispatch here, chunks in
+ * gstgpufanout-chunk-streams.cpp), chosen for each run's mode. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include "gstgpufanout-dispatcher.h"
+
+#include <vector>
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
@@ -150,3 +153,70 @@ gst_gpufan_out_sink_pad_init (GstGpuFanOutSinkPad * pad)
   pad->dispatcher = nullptr;
 }
 
+namespace {
+
+/* A sink_%u pad's frames: frame dispatch, but the streaming thread's state
+ * (combined result, probes) is shared by the streams' threads under
+ * streams_lock, and each lane's queue is filled in the order the Session
+ * gave (lane_enqueue_in_turn), whichever stream's thread comes first. */
+class StreamDispatcher final : public StreamTurns<FrameDispatcher> {
+public:
+  StreamDispatcher (GstGpuFanOut * self, guint32 stream)
+      : StreamTurns (stream, self)
+  {
+  }
+
+protected:
+  gboolean Enqueue (const LanePtr & lane, QueuedItem && item,
+      const gpufan::Dispatch & d) override
+  {
+    return lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Dispatcher>
+fanout::make_stream_dispatcher (GstGpuFanOut * self, GstPad * pad,
+    guint32 stream)
+{
+  if (chunk_mode_on (self))
+    return make_stream_chunk_dispatcher (self, pad, stream);
+  return std::make_unique<StreamDispatcher> (self, stream);
+}
+
+/* @self's sink_%u pads, reffed. */
+static std::vector<GstPad *>
+stream_pads (GstGpuFanOut * self)
+{
+  std::vector<GstPad *> pads;
+  GST_OBJECT_LOCK (self);
+  for (GList * l = GST_ELEMENT (self)->sinkpads; l; l = l->next)
+    if (GST_IS_GPUFAN_OUT_SINK_PAD (l->data))
+      pads.push_back (GST_PAD (gst_object_ref (l->data)));
+  GST_OBJECT_UNLOCK (self);
+  return pads;
+}
+
+void
+fanout::streams_forget_chunks (GstGpuFanOut * self)
+{
+  for (GstPad * pad : stream_pads (self)) {
+    GST_GPUFAN_OUT_SINK_PAD (pad)->dispatcher->Forget ();
+    gst_object_unref (pad);
+  }
+}
+
+void
+fanout::streams_choose_dispatchers (GstGpuFanOut * self)
+{
+  /* no buffer flows (READY->PAUSED): each sink_%u pad gets the way of the
+   * mode this run has */
+  for (GstPad * pad : stream_pads (self)) {
+    GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (pad);
+    delete spad->dispatcher;
+    spad->dispatcher
+        = make_stream_dispatcher (self, pad, stream_of (spad)).release ();
+    gst_object_unref (pad);
+  }
+}

@@ -31,38 +31,6 @@ using namespace fanout;
 /* A leaky stream's frame without a duration waits at most this long. */
 #define LEAKY_DEFAULT_WAIT (40 * GST_MSECOND)
 
-namespace {
-
-/* A sink_%u pad's frames: frame dispatch, but the streaming thread's state
- * (combined result, probes) is shared by the streams' threads under
- * streams_lock, and each lane's queue is filled in the order the Session
- * gave (lane_enqueue_in_turn), whichever stream's thread comes first. */
-class StreamDispatcher final : public StreamTurns<FrameDispatcher> {
-public:
-  StreamDispatcher (GstGpuFanOut * self, guint32 stream)
-      : StreamTurns (stream, self)
-  {
-  }
-
-protected:
-  gboolean Enqueue (const LanePtr & lane, QueuedItem && item,
-      const gpufan::Dispatch & d) override
-  {
-    return lane_enqueue_in_turn (lane, std::move (item), d.lane_order);
-  }
-};
-
-} // namespace
-
-std::unique_ptr<Dispatcher>
-fanout::make_stream_dispatcher (GstGpuFanOut * self, GstPad * pad,
-    guint32 stream)
-{
-  if (chunk_mode_on (self))
-    return make_stream_chunk_dispatcher (self, pad, stream);
-  return std::make_unique<StreamDispatcher> (self, stream);
-}
-
 static StreamInput *
 find_input_unlocked (GstGpuFanOutPrivate * priv, GstGpuFanOutSinkPad * pad)
 {
@@ -546,6 +514,9 @@ fanout::stream_release_pad (GstGpuFanOut * self, GstPad * pad)
   GST_DEBUG_OBJECT (self, "releasing stream sink_%u", spad->index);
   /* wakes its chain function, then waits for it to return */
   gst_pad_set_active (pad, FALSE);
+  /* chunk mode: its open chunk goes whole to its lane, which drains it
+   * (the lane would stay filled by it) */
+  spad->dispatcher->Cut ();
   {
     std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
     StreamInput * input = find_input_unlocked (priv, spad);
@@ -563,6 +534,7 @@ void
 fanout::streams_reset (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
+  streams_forget_chunks (self);
   std::lock_guard<gpufan::Mutex> lk (priv->streams_lock);
   priv->lanes_stream_started = false;
   gst_clear_caps (&priv->lanes_caps);
@@ -574,21 +546,4 @@ fanout::streams_reset (GstGpuFanOut * self)
   }
   priv->main_input_used = false;
   priv->stream_inputs_used = false;
-}
-
-void
-fanout::streams_choose_dispatchers (GstGpuFanOut * self)
-{
-  /* no buffer flows (READY->PAUSED): each sink_%u pad gets the way of the
-   * mode this run has */
-  GST_OBJECT_LOCK (self);
-  for (GList * l = GST_ELEMENT (self)->sinkpads; l; l = l->next) {
-    if (!GST_IS_GPUFAN_OUT_SINK_PAD (l->data))
-      continue;
-    GstGpuFanOutSinkPad * spad = GST_GPUFAN_OUT_SINK_PAD (l->data);
-    delete spad->dispatcher;
-    spad->dispatcher = make_stream_dispatcher (self, GST_PAD (spad),
-        stream_of (spad)).release ();
-  }
-  GST_OBJECT_UNLOCK (self);
 }

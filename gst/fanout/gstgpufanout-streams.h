@@ -40,8 +40,11 @@ gboolean forward_upstream_event (GstGpuFanOut * self, GstPad * src,
  * that gpufanin may try. */
 gboolean forward_upstream_query (GstGpuFanOut * self, GstQuery * query,
     guint32 stream);
-/* READY->PAUSED: each sink_%u pad's dispatcher for the run's mode. */
+/* gstgpufanout-sinkpad.cpp: READY->PAUSED: each sink_%u pad's dispatcher
+ * for the run's mode; PAUSED->READY (no buffer flows): their open chunks
+ * are forgotten. */
 void streams_choose_dispatchers (GstGpuFanOut * self);
+void streams_forget_chunks (GstGpuFanOut * self);
 /* PAUSED->READY: every stream starts again. */
 void streams_reset (GstGpuFanOut * self);
 /* Data on the single sink pad: FALSE (an error posted) when sink_%u pads
