@@ -26,6 +26,7 @@ namespace {
 // What passes a pad: each buffer's PTS and whether it is an IDR, the EOS.
 struct Frames {
   std::mutex mutex;
+  std::condition_variable cond;  // a buffer or EOS passed
   std::vector<GstClockTime> pts;
   std::vector<GstClockTime> dts;
   std::vector<bool> idr;
@@ -42,11 +43,13 @@ struct Frames {
       self->dts.push_back(GST_BUFFER_DTS(buffer));
       self->idr.push_back(HasH264Nal(buffer, 5));
       self->discont += GST_BUFFER_FLAG_IS_SET(buffer, GST_BUFFER_FLAG_DISCONT);
+      self->cond.notify_all();
       return GST_PAD_PROBE_OK;
     }
     GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
     if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) {
       self->eos = true;
+      self->cond.notify_all();
     } else if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
       GstCaps *caps;
       gst_event_parse_caps(event, &caps);
@@ -310,6 +313,7 @@ struct HeldInput {
   int seen = 0;
   bool holding = false;
   bool flushing = false;
+  bool stop = false;  // the held frame is refused (FLUSHING): its source stops
   static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
                                  gpointer user_data) {
     auto *self = static_cast<HeldInput *>(user_data);
@@ -318,7 +322,12 @@ struct HeldInput {
       if (++self->seen == self->hold_at) {
         self->holding = true;
         self->cond.notify_all();
-        self->cond.wait(lk, [self] { return self->flushing; });
+        self->cond.wait(lk, [self] { return self->flushing || self->stop; });
+        if (self->stop) {
+          gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
+          GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_FLUSHING;
+          return GST_PAD_PROBE_HANDLED;
+        }
       }
     } else if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) ==
                GST_EVENT_FLUSH_START) {
@@ -417,4 +426,60 @@ TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
     }
   }
   CheckStream(1, streams[1], in1, out1, kChunkFrames);
+}
+
+// Stopped (READY) while stream 0's chunk is open on a lane (its source held
+// in the middle of a chunk, stream 1 ended), then played again: the second
+// run is whole (no lane stays taken by the first run's open chunk).
+TEST(ChunkStreams, StoppedWithAnOpenChunkThenAWholeRun) {
+  if (const char *missing = MissingElement())
+    GTEST_SKIP() << missing << " is not installed";
+  const std::vector<Stream> streams = {{60, 10, 64, 64}, {50, 10, 96, 64}};
+  constexpr size_t kChunkFrames = 10;
+  HeldInput held;     // outlives the pipeline: its thread may wait in it
+  held.hold_at = 16;  // frames 10..14 make the open chunk
+  LaunchedPipeline p(
+      Launch("", kChunkFrames, Lane(0, true) + Lane(1, false), streams));
+  ASSERT_TRUE(p.ok());
+  struct Release {
+    HeldInput& held;
+    ~Release() {
+      std::lock_guard<std::mutex> lk(held.mutex);
+      held.stop = true;
+      held.cond.notify_all();
+    }
+  } release{held};
+  std::vector<Frames> in(streams.size()), out(streams.size());
+  WatchStreams(p, in, out);
+  p.AddProbe("in_0", "src", kWatch, &HeldInput::Probe, &held);
+  ASSERT_TRUE(p.Play());
+  {
+    std::unique_lock<std::mutex> lk(held.mutex);
+    ASSERT_TRUE(
+        held.cond.wait_for(lk, kLongWait, [&] { return held.holding; }));
+  }
+  {
+    // stream 1 ended: no lane is inside a drain
+    std::unique_lock<std::mutex> lk(out[1].mutex);
+    ASSERT_TRUE(
+        out[1].cond.wait_for(lk, kLongWait, [&] { return out[1].eos; }));
+  }
+  {
+    std::lock_guard<std::mutex> lk(held.mutex);
+    held.stop = true;
+    held.hold_at = 0;  // the next run is not held
+    held.cond.notify_all();
+  }
+  ASSERT_TRUE(SetStateAndWait(p.get(), GST_STATE_READY));
+  for (size_t k = 0; k < streams.size(); ++k) {
+    std::lock_guard<std::mutex> li(in[k].mutex);
+    std::lock_guard<std::mutex> lo(out[k].mutex);
+    in[k].pts.clear(), in[k].dts.clear(), in[k].idr.clear();
+    out[k].pts.clear(), out[k].dts.clear(), out[k].idr.clear();
+    out[k].widths.clear();
+    out[k].eos = false;
+  }
+  ASSERT_TRUE(p.PlayToEos());
+  for (size_t k = 0; k < streams.size(); ++k)
+    CheckStream(static_cast<int>(k), streams[k], in[k], out[k], kChunkFrames);
 }
