@@ -314,6 +314,24 @@ struct HeldInput {
   bool holding = false;
   bool flushing = false;
   bool stop = false;  // the held frame is refused (FLUSHING): its source stops
+  // Whether the hold came (bounded).
+  bool WaitHolding() {
+    std::unique_lock<std::mutex> lk(mutex);
+    return cond.wait_for(lk, kLongWait, [this] { return holding; });
+  }
+  // The held frame is refused and nothing is held any more.
+  void Stop() {
+    std::lock_guard<std::mutex> lk(mutex);
+    stop = true;
+    hold_at = 0;
+    cond.notify_all();
+  }
+  // Stops the hold when the test ends (an assertion that failed included),
+  // or the pipeline could not stop.
+  struct Release {
+    HeldInput& held;
+    ~Release() { held.Stop(); }
+  };
   static GstPadProbeReturn Probe(GstPad *, GstPadProbeInfo *info,
                                  gpointer user_data) {
     auto *self = static_cast<HeldInput *>(user_data);
@@ -376,14 +394,7 @@ TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
       Launch("", kChunkFrames, Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
   // a failed assertion ends the hold, or the pipeline could not stop
-  struct Release {
-    HeldInput& held;
-    ~Release() {
-      std::lock_guard<std::mutex> lk(held.mutex);
-      held.flushing = true;
-      held.cond.notify_all();
-    }
-  } release{held};
+  HeldInput::Release release{held};
   AfterFlush out0;
   Frames in1, out1;
   const auto flushes =
@@ -395,11 +406,7 @@ TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
   p.AddProbe("in_1", "src", kWatch, &Frames::Probe, &in1);
   p.AddProbe("out_1", "sink", kWatch, &Frames::Probe, &out1);
   ASSERT_TRUE(p.Play());
-  {
-    std::unique_lock<std::mutex> lk(held.mutex);
-    ASSERT_TRUE(
-        held.cond.wait_for(lk, kLongWait, [&] { return held.holding; }));
-  }
+  ASSERT_TRUE(held.WaitHolding());
   // Back to the start, 30 frames (3 chunks) to play. Sent to the source
   // itself: a seek from downstream of src_0 goes up the lanes' branches,
   // which refuse it while they are reset between two chunks (a moment that
@@ -441,35 +448,19 @@ TEST(ChunkStreams, StoppedWithAnOpenChunkThenAWholeRun) {
   LaunchedPipeline p(
       Launch("", kChunkFrames, Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
-  struct Release {
-    HeldInput& held;
-    ~Release() {
-      std::lock_guard<std::mutex> lk(held.mutex);
-      held.stop = true;
-      held.cond.notify_all();
-    }
-  } release{held};
+  HeldInput::Release release{held};
   std::vector<Frames> in(streams.size()), out(streams.size());
   WatchStreams(p, in, out);
   p.AddProbe("in_0", "src", kWatch, &HeldInput::Probe, &held);
   ASSERT_TRUE(p.Play());
-  {
-    std::unique_lock<std::mutex> lk(held.mutex);
-    ASSERT_TRUE(
-        held.cond.wait_for(lk, kLongWait, [&] { return held.holding; }));
-  }
+  ASSERT_TRUE(held.WaitHolding());
   {
     // stream 1 ended: no lane is inside a drain
     std::unique_lock<std::mutex> lk(out[1].mutex);
     ASSERT_TRUE(
         out[1].cond.wait_for(lk, kLongWait, [&] { return out[1].eos; }));
   }
-  {
-    std::lock_guard<std::mutex> lk(held.mutex);
-    held.stop = true;
-    held.hold_at = 0;  // the next run is not held
-    held.cond.notify_all();
-  }
+  held.Stop();  // and the next run is not held
   ASSERT_TRUE(SetStateAndWait(p.get(), GST_STATE_READY));
   for (size_t k = 0; k < streams.size(); ++k) {
     std::lock_guard<std::mutex> li(in[k].mutex);
