@@ -13,6 +13,7 @@
 #include "bin/gstgpufanbin.h"
 #include "fanin/gstgpufanin.h"
 #include "fanout/gstgpufanout.h"
+#include "remote/gstgpufanremote.h"
 #include "common/gstgpufanutils.h"
 
 static gboolean
@@ -24,6 +25,7 @@ plugin_init (GstPlugin * plugin)
   ok |= GST_ELEMENT_REGISTER (gpufanout, plugin);
   ok |= GST_ELEMENT_REGISTER (gpufanin, plugin);
   ok |= GST_ELEMENT_REGISTER (gpufanbin, plugin);
+  ok |= GST_ELEMENT_REGISTER (gpufanremote, plugin);
   return ok;
 }
 

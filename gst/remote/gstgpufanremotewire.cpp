@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstgpufanremotewire.h"
+
+#include <gio/gio.h>
+
+#define WIRE_EOS_NAME "GstGpuFanRemoteEos"
+
+static GstPadProbeReturn
+wrap_eos (GstPad *, GstPadProbeInfo * info, gpointer)
+{
+  GstEvent * event = GST_PAD_PROBE_INFO_EVENT (info);
+  if (GST_EVENT_TYPE (event) != GST_EVENT_EOS)
+    return GST_PAD_PROBE_OK;
+  const GstStructure * s = gst_event_get_structure (event);
+  GstStructure * fields = s ? gst_structure_copy (s)
+                            : gst_structure_new_empty (WIRE_EOS_NAME);
+  gst_structure_set_name (fields, WIRE_EOS_NAME);
+  GstEvent * wrapped = gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM,
+      fields);
+  gst_event_set_seqnum (wrapped, gst_event_get_seqnum (event));
+  gst_event_unref (event);
+  GST_PAD_PROBE_INFO_DATA (info) = wrapped;
+  return GST_PAD_PROBE_OK;
+}
+
+static GstPadProbeReturn
+unwrap_eos (GstPad *, GstPadProbeInfo * info, gpointer)
+{
+  GstEvent * event = GST_PAD_PROBE_INFO_EVENT (info);
+  const GstStructure * s = gst_event_get_structure (event);
+  if (GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM || !s
+      || !gst_structure_has_name (s, WIRE_EOS_NAME))
+    return GST_PAD_PROBE_OK;
+  GstEvent * eos = gst_event_new_eos ();
+  if (gst_structure_n_fields (s) > 0) {
+    GstStructure * fields = gst_event_writable_structure (eos);
+    for (gint i = 0; i < gst_structure_n_fields (s); i++) {
+      const gchar * name = gst_structure_nth_field_name (s, i);
+      gst_structure_set_value (fields, name, gst_structure_get_value (s, name));
+    }
+  }
+  gst_event_unref (event);
+  GST_PAD_PROBE_INFO_DATA (info) = eos;
+  return GST_PAD_PROBE_OK;
+}
+
+/* gdppay's output: caps (with their streamheader) stay here, buffers go
+ * out unflagged, so srtsink sends every one of them. */
+static GstPadProbeReturn
+unheader (GstPad *, GstPadProbeInfo * info, gpointer)
+{
+  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) == GST_EVENT_CAPS)
+      return GST_PAD_PROBE_DROP;
+    return GST_PAD_PROBE_OK;
+  }
+  GstBuffer * buffer = GST_PAD_PROBE_INFO_BUFFER (info);
+  if (!GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_HEADER))
+    return GST_PAD_PROBE_OK;
+  buffer = gst_buffer_make_writable (buffer);
+  GST_BUFFER_FLAG_UNSET (buffer, GST_BUFFER_FLAG_HEADER);
+  GST_PAD_PROBE_INFO_DATA (info) = buffer;
+  return GST_PAD_PROBE_OK;
+}
+
+void
+gst_gpufan_remote_wire_payloader (GstElement * gdppay)
+{
+  GstPad * sink = gst_element_get_static_pad (gdppay, "sink");
+  gst_pad_add_probe (sink, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, wrap_eos,
+      nullptr, nullptr);
+  gst_object_unref (sink);
+  GstPad * src = gst_element_get_static_pad (gdppay, "src");
+  gst_pad_add_probe (src,
+      (GstPadProbeType)(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM
+          | GST_PAD_PROBE_TYPE_BUFFER),
+      unheader, nullptr, nullptr);
+  gst_object_unref (src);
+}
+
+void
+gst_gpufan_remote_wire_depayloader (GstElement * gdpdepay)
+{
+  GstPad * src = gst_element_get_static_pad (gdpdepay, "src");
+  gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, unwrap_eos,
+      nullptr, nullptr);
+  gst_object_unref (src);
+}
+
+bool
+gst_gpufan_remote_host_is_loopback (const std::string & host)
+{
+  if (g_ascii_strcasecmp (host.c_str (), "localhost") == 0)
+    return true;
+  std::string bare = host;
+  if (bare.size () > 2 && bare.front () == '[' && bare.back () == ']')
+    bare = bare.substr (1, bare.size () - 2);
+  GInetAddress * address = g_inet_address_new_from_string (bare.c_str ());
+  if (!address)
+    return false; /* a name: it may resolve anywhere */
+  const bool loopback = g_inet_address_get_is_loopback (address);
+  g_object_unref (address);
+  return loopback;
+}
+
+bool
+gst_gpufan_remote_parse_uri (const std::string & uri, std::string * host,
+    guint * port, std::string * error)
+{
+  GstUri * parsed = gst_uri_from_string (uri.c_str ());
+  const gchar * scheme = parsed ? gst_uri_get_scheme (parsed) : nullptr;
+  const gchar * h = parsed ? gst_uri_get_host (parsed) : nullptr;
+  const guint p = parsed ? gst_uri_get_port (parsed) : GST_URI_NO_PORT;
+  bool ok = scheme && g_ascii_strcasecmp (scheme, "srt") == 0 && h && *h
+      && p != GST_URI_NO_PORT && p > 0 && p < 65535;
+  if (ok) {
+    *host = h;
+    *port = p;
+  } else {
+    *error = "'" + uri + "' is not srt://HOST:PORT (a port below 65535: "
+        "the results come back on PORT+1)";
+  }
+  if (parsed)
+    gst_uri_unref (parsed);
+  return ok;
+}

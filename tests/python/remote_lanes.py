@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Remote lanes on loopback: gpufanout, two gpufanremote lanes served by two
+gpufan-lane-worker processes, gpufanin. Checks:
+
+  frames     every frame comes back once and in order (PTS), and the
+             workers drain and exit 0 on SIGTERM;
+  refusals   the worker refuses a non-loopback --listen without
+             --passphrase, gpufanremote refuses a non-loopback uri without
+             passphrase (their texts), and a passphrase mismatch is a lane
+             error within the deadline, not a hang.
+
+Usage: remote_lanes.py WORKER_PROGRAM CHECK
+Ports are chosen free per run (pairs PORT, PORT+1), so runs in parallel do
+not collide. Exit status 0 when the check passes.
+"""
+
+import socket
+import subprocess
+import sys
+import time
+
+import gi
+
+gi.require_version("Gst", "1.0")
+from gi.repository import Gst  # noqa: E402
+
+# Deadlines only catch hangs.
+HUNG_AFTER_S = 60
+
+
+def free_port_pair():
+    """A port P with P and P+1 free for UDP now (SRT runs over UDP)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65534:
+                continue
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
+                    b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def start_worker(program, port, branch="identity", extra=()):
+    worker = subprocess.Popen(
+        [program, "--listen", f"srt://127.0.0.1:{port}", "--branch", branch,
+         *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # it says so once it listens
+    line = worker.stdout.readline()
+    if "listening on" not in line:
+        raise RuntimeError(f"worker did not start: {line!r}")
+    return worker
+
+
+def stop_worker(worker):
+    worker.terminate()
+    out, _ = worker.communicate(timeout=HUNG_AFTER_S)
+    return worker.returncode, out
+
+
+def run(launch, sink="fs"):
+    """(message, [pts]) of a pipeline run to EOS or ERROR."""
+    pipeline = Gst.parse_launch(launch)
+    pts = []
+
+    def probe(_pad, info):
+        pts.append(info.get_buffer().pts)
+        return Gst.PadProbeReturn.OK
+
+    if sink:
+        pipeline.get_by_name(sink).get_static_pad("sink").add_probe(
+            Gst.PadProbeType.BUFFER, probe)
+    pipeline.set_state(Gst.State.PLAYING)
+    msg = pipeline.get_bus().timed_pop_filtered(
+        HUNG_AFTER_S * Gst.SECOND, Gst.MessageType.ERROR | Gst.MessageType.EOS)
+    pipeline.set_state(Gst.State.NULL)
+    if msg is None:
+        raise RuntimeError("hung: no EOS or ERROR within the deadline")
+    return msg, pts
+
+
+def check_frames(program):
+    ports = [free_port_pair(), free_port_pair()]
+    workers = [start_worker(program, p) for p in ports]
+    frames = 120
+    msg, pts = run(
+        f"videotestsrc num-buffers={frames} ! video/x-raw,width=64,height=48 "
+        "! gpufanout name=f gpufanin name=i ! fakesink name=fs sync=false "
+        f"f.src_0 ! gpufanremote uri=srt://127.0.0.1:{ports[0]} ! i.sink_0 "
+        f"f.src_1 ! gpufanremote uri=srt://127.0.0.1:{ports[1]} ! i.sink_1")
+    if msg.type != Gst.MessageType.EOS:
+        raise RuntimeError(f"pipeline error: {msg.parse_error()}")
+    if len(pts) != frames or pts != sorted(pts) or len(set(pts)) != frames:
+        raise RuntimeError(f"{len(pts)} frames, in order: {pts == sorted(pts)}")
+    for worker in workers:
+        rc, out = stop_worker(worker)
+        if rc != 0 or "client connected" not in out:
+            raise RuntimeError(f"worker exited {rc}: {out}")
+
+
+def check_refusals(program):
+    out = subprocess.run(
+        [program, "--listen", "srt://192.0.2.1:7001", "--branch", "identity"],
+        capture_output=True, text=True, timeout=HUNG_AFTER_S)
+    if out.returncode == 0 or "without --passphrase" not in out.stderr:
+        raise RuntimeError(f"worker did not refuse: {out.stderr!r}")
+
+    msg, _ = run("videotestsrc num-buffers=1 ! gpufanremote "
+                 "uri=srt://192.0.2.1:7001 ! fakesink", sink=None)
+    if msg.type != Gst.MessageType.ERROR or \
+            "no passphrase is set" not in msg.parse_error()[0].message:
+        raise RuntimeError(f"gpufanremote did not refuse: {msg.type}")
+
+    port = free_port_pair()
+    worker = start_worker(program, port,
+                          extra=("--passphrase", "right-passphrase"))
+    try:
+        started = time.monotonic()
+        msg, _ = run("videotestsrc num-buffers=30 ! gpufanout name=f "
+                     "gpufanin name=i ! fakesink name=fs "
+                     f"f.src_0 ! gpufanremote uri=srt://127.0.0.1:{port} "
+                     "passphrase=wrong-passphrase peer-idle-timeout=2000 "
+                     "! i.sink_0")
+        if msg.type != Gst.MessageType.ERROR or \
+                "Remote lane" not in msg.parse_error()[0].message:
+            raise RuntimeError(f"mismatch gave {msg.type}")
+        print(f"mismatch: error after {time.monotonic() - started:.1f} s: "
+              f"{msg.parse_error()[0].message}")
+    finally:
+        stop_worker(worker)
+
+
+def main():
+    Gst.init(None)
+    program, check = sys.argv[1], sys.argv[2]
+    {"frames": check_frames, "refusals": check_refusals}[check](program)
+    print(f"{check}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        print(f"FAILED: {e}")
+        sys.exit(1)

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gpufan-lane-worker: runs one lane's branch for a remote gpufanremote.
+ *
+ *   gpufan-lane-worker --listen srt://HOST:PORT --branch "DESC"
+ *       [--passphrase P] [--pbkeylen 16|24|32] [--health-port N]
+ *
+ * Pipeline: srtsrc (listener, PORT) ! gdpdepay ! BRANCH ! gdppay ! srtsink
+ * (listener, PORT+1): the client sends on PORT and reads the results from
+ * PORT+1 (srtsrc and srtsink each own their SRT socket, so one connection
+ * cannot carry both ways). One client at a time; when it goes away (closed,
+ * broken, or its stream fails) the pipeline is torn down and listens for the
+ * next. SIGTERM drains: EOS through the branch, then exit 0. */
+#include <gio/gio.h>
+#include <glib-unix.h>
+#include <gst/gst.h>
+
+#include <atomic>
+#include <string>
+
+#include "gdp-guard.h"
+#include "remote/gstgpufanremotewire.h"
+
+/* The most one GDP packet may carry: a 4K RGBA frame is 33 MB. */
+static constexpr guint kDefaultMaxPacket = 64 * 1024 * 1024;
+/* How long a SIGTERM drain may take before the worker gives up. */
+static constexpr guint kDefaultDrainTimeoutS = 30;
+
+enum class State { kStarting, kReady, kDraining };
+
+struct Worker {
+  std::string host, branch, passphrase;
+  guint port = 0;
+  gint pbkeylen = 0;
+  gint peer_idle_timeout_ms = 0;
+  GMainLoop * loop = nullptr;
+  GstElement * pipeline = nullptr;
+  GstElement * src = nullptr;
+  std::atomic<State> state{ State::kStarting };
+  std::atomic<bool> client{ false };
+  std::atomic<bool> reset_pending{ false };
+  GdpGuard guard{ kDefaultMaxPacket };
+  guint drain_timeout_s = kDefaultDrainTimeoutS;
+  int exit_code = 0;
+};
+
+static void
+log_line (const std::string & text)
+{
+  g_print ("gpufan-lane-worker: %s\n", text.c_str ());
+}
+
+static std::string
+srt_uri (const Worker & w, guint port)
+{
+  std::string uri = "srt://" + w.host + ":" + std::to_string (port)
+      + "?mode=listener&transtype=file";
+  if (w.peer_idle_timeout_ms > 0)
+    uri += "&peeridletimeo=" + std::to_string (w.peer_idle_timeout_ms);
+  return uri;
+}
+
+static gboolean restart_pipeline (gpointer data);
+
+/* From any thread: the client is gone (or its stream failed); the main
+ * loop tears the pipeline down and listens again. */
+static void
+client_gone (Worker * w, const std::string & why)
+{
+  if (w->state.load () == State::kDraining)
+    return;
+  if (w->reset_pending.exchange (true))
+    return;
+  log_line ("client disconnected: " + why);
+  g_idle_add (restart_pipeline, w);
+}
+
+static void
+on_caller_added (GstElement *, gint, GSocketAddress * address, Worker * w)
+{
+  gchar * text = address
+      ? g_socket_connectable_to_string (G_SOCKET_CONNECTABLE (address))
+      : g_strdup ("?");
+  if (!w->client.exchange (true))
+    log_line (std::string ("client connected from ") + text);
+  g_free (text);
+}
+
+/* srtsrc's own EOS is the connection's end (the stream's EOS travels as a
+ * custom event until after gdpdepay); the guard looks at every byte. */
+static GstPadProbeReturn
+src_probe (GstPad *, GstPadProbeInfo * info, gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) != GST_EVENT_EOS
+        || w->state.load () == State::kDraining)
+      return GST_PAD_PROBE_OK;
+    client_gone (w, "the client closed the connection");
+    return GST_PAD_PROBE_DROP;
+  }
+  GstBuffer * buffer = GST_PAD_PROBE_INFO_BUFFER (info);
+  GstMapInfo map;
+  if (!gst_buffer_map (buffer, &map, GST_MAP_READ))
+    return GST_PAD_PROBE_DROP;
+  const bool ok = w->guard.Feed (map.data, map.size);
+  gst_buffer_unmap (buffer, &map);
+  if (ok)
+    return GST_PAD_PROBE_OK;
+  client_gone (w, "bad input: " + w->guard.error ());
+  return GST_PAD_PROBE_DROP;
+}
+
+/* A drain is over when its EOS has come through the branch. */
+static GstPadProbeReturn
+drained_probe (GstPad *, GstPadProbeInfo * info, gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) == GST_EVENT_EOS
+      && w->state.load () == State::kDraining)
+    g_idle_add (
+        [] (gpointer d) -> gboolean {
+          Worker * w = static_cast<Worker *> (d);
+          log_line ("drained; exiting");
+          g_main_loop_quit (w->loop);
+          return G_SOURCE_REMOVE;
+        },
+        w);
+  return GST_PAD_PROBE_OK;
+}
+
+static GstElement *
+build_pipeline (Worker * w, std::string * error)
+{
+  const std::string desc = "srtsrc name=in ! gdpdepay name=depay ! "
+      + w->branch + " ! gdppay name=pay ! srtsink name=out sync=false "
+      + "async=false";
+  GError * err = nullptr;
+  GstElement * pipeline = gst_parse_launch_full (desc.c_str (), nullptr,
+      GST_PARSE_FLAG_FATAL_ERRORS, &err);
+  if (!pipeline) {
+    *error = std::string ("bad --branch: ") + (err ? err->message : "?");
+    g_clear_error (&err);
+    return nullptr;
+  }
+  GstElement * in = gst_bin_get_by_name (GST_BIN (pipeline), "in");
+  GstElement * out = gst_bin_get_by_name (GST_BIN (pipeline), "out");
+  GstElement * pay = gst_bin_get_by_name (GST_BIN (pipeline), "pay");
+  GstElement * depay = gst_bin_get_by_name (GST_BIN (pipeline), "depay");
+  for (GstElement * e : { in, out }) {
+    const std::string uri = srt_uri (*w, e == in ? w->port : w->port + 1);
+    g_object_set (e, "uri", uri.c_str (), nullptr);
+    if (!w->passphrase.empty ())
+      g_object_set (e, "passphrase", w->passphrase.c_str (), nullptr);
+    if (w->pbkeylen)
+      gst_util_set_object_arg (G_OBJECT (e), "pbkeylen",
+          std::to_string (w->pbkeylen).c_str ());
+  }
+  g_signal_connect (in, "caller-added", G_CALLBACK (on_caller_added), w);
+  GstPad * pad = gst_element_get_static_pad (in, "src");
+  gst_pad_add_probe (pad,
+      (GstPadProbeType)(GST_PAD_PROBE_TYPE_BUFFER
+          | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+      src_probe, w, nullptr);
+  gst_object_unref (pad);
+  /* before the wire's probe, which turns the EOS into its custom event */
+  pad = gst_element_get_static_pad (pay, "sink");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, drained_probe,
+      w, nullptr);
+  gst_object_unref (pad);
+  gst_gpufan_remote_wire_payloader (pay);
+  gst_gpufan_remote_wire_depayloader (depay);
+  w->src = in;
+  for (GstElement * e : { out, pay, depay })
+    gst_object_unref (e);
+  return pipeline;
+}
+
+/* Starts listening: FALSE if the pipeline cannot start (the port taken). */
+static bool
+start_pipeline (Worker * w)
+{
+  w->guard.Reset ();
+  w->client = false;
+  if (gst_element_set_state (w->pipeline, GST_STATE_PLAYING)
+      == GST_STATE_CHANGE_FAILURE)
+    return false;
+  w->state = State::kReady;
+  return true;
+}
+
+static gboolean
+restart_pipeline (gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  if (w->state.load () == State::kDraining)
+    return G_SOURCE_REMOVE;
+  w->state = State::kStarting;
+  gst_element_set_state (w->pipeline, GST_STATE_NULL);
+  w->reset_pending = false;
+  if (!start_pipeline (w)) {
+    log_line ("cannot listen again on " + srt_uri (*w, w->port));
+    w->exit_code = 1;
+    g_main_loop_quit (w->loop);
+    return G_SOURCE_REMOVE;
+  }
+  log_line ("waiting for the next client on " + srt_uri (*w, w->port));
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+on_bus (GstBus *, GstMessage * message, gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  if (GST_MESSAGE_TYPE (message) != GST_MESSAGE_ERROR)
+    return G_SOURCE_CONTINUE;
+  GError * err = nullptr;
+  gchar * debug = nullptr;
+  gst_message_parse_error (message, &err, &debug);
+  const std::string text = std::string (GST_OBJECT_NAME (GST_MESSAGE_SRC (
+                                            message)))
+      + ": " + err->message + " (" + (debug ? debug : "") + ")";
+  g_clear_error (&err);
+  g_free (debug);
+  if (w->state.load () == State::kDraining) {
+    log_line ("error while draining: " + text);
+    w->exit_code = 1;
+    g_main_loop_quit (w->loop);
+  } else {
+    client_gone (w, "lane error: " + text);
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigterm (gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  if (w->state.exchange (State::kDraining) == State::kDraining)
+    return G_SOURCE_CONTINUE;
+  if (!w->client.load ()) {
+    log_line ("SIGTERM with no client; exiting");
+    g_main_loop_quit (w->loop);
+    return G_SOURCE_CONTINUE;
+  }
+  log_line ("SIGTERM: draining the client's lane");
+  gst_element_send_event (w->src, gst_event_new_eos ());
+  g_timeout_add_seconds (w->drain_timeout_s,
+      [] (gpointer d) -> gboolean {
+        Worker * w = static_cast<Worker *> (d);
+        log_line ("the drain did not end in time; exiting");
+        w->exit_code = 1;
+        g_main_loop_quit (w->loop);
+        return G_SOURCE_REMOVE;
+      },
+      w);
+  return G_SOURCE_CONTINUE;
+}
+
+/* --health-port: GET /healthz is 200 while listening, 503 otherwise. */
+static gboolean
+on_health (GThreadedSocketService *, GSocketConnection * connection,
+    GObject *, gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  GSocket * socket = g_socket_connection_get_socket (connection);
+  g_socket_set_timeout (socket, 5);
+  gchar request[1024];
+  gssize n = g_input_stream_read (
+      g_io_stream_get_input_stream (G_IO_STREAM (connection)), request,
+      sizeof (request) - 1, nullptr, nullptr);
+  request[MAX (n, 0)] = '\0';
+  const bool healthz = g_str_has_prefix (request, "GET /healthz ")
+      || g_str_has_prefix (request, "GET /healthz?");
+  const bool ready = w->state.load () == State::kReady;
+  const gchar * status = !healthz ? "404 Not Found"
+      : ready                     ? "200 OK"
+                                  : "503 Service Unavailable";
+  const gchar * body = !healthz ? "not found\n" : ready ? "ok\n" : "not ready\n";
+  gchar * reply = g_strdup_printf ("HTTP/1.0 %s\r\nContent-Type: text/plain"
+                                   "\r\nContent-Length: %zu\r\nConnection: "
+                                   "close\r\n\r\n%s",
+      status, strlen (body), body);
+  g_output_stream_write_all (
+      g_io_stream_get_output_stream (G_IO_STREAM (connection)), reply,
+      strlen (reply), nullptr, nullptr, nullptr);
+  g_free (reply);
+  return TRUE;
+}
+
+static int
+fail (const std::string & text)
+{
+  g_printerr ("gpufan-lane-worker: %s\n", text.c_str ());
+  return 2;
+}
+
+int
+main (int argc, char ** argv)
+{
+  gchar * listen = nullptr;
+  gchar * branch = nullptr;
+  gchar * passphrase = nullptr;
+  gint pbkeylen = 0, health_port = 0, peer_idle = 0, max_packet = 0;
+  gint drain_timeout = kDefaultDrainTimeoutS;
+  GOptionEntry entries[] = {
+    { "listen", 'l', 0, G_OPTION_ARG_STRING, &listen,
+        "Where to listen: srt://HOST:PORT (results go out on PORT+1)",
+        "URI" },
+    { "branch", 'b', 0, G_OPTION_ARG_STRING, &branch,
+        "The lane's branch, a gst-launch description (as gpufanbin's)",
+        "DESC" },
+    { "passphrase", 'p', 0, G_OPTION_ARG_STRING, &passphrase,
+        "SRT AES passphrase (10 to 79 characters); required unless HOST is "
+        "a loopback address",
+        "P" },
+    { "pbkeylen", 0, 0, G_OPTION_ARG_INT, &pbkeylen,
+        "AES key length in bytes: 16, 24 or 32 (default: SRT's, 16)", "N" },
+    { "health-port", 0, 0, G_OPTION_ARG_INT, &health_port,
+        "Serve HTTP GET /healthz on this TCP port (200 ready, 503 draining)",
+        "N" },
+    { "peer-idle-timeout", 0, 0, G_OPTION_ARG_INT, &peer_idle,
+        "Milliseconds of silence after which a client counts as gone "
+        "(default: SRT's, 5000)",
+        "MS" },
+    { "max-packet", 0, 0, G_OPTION_ARG_INT, &max_packet,
+        "Largest GDP packet accepted, in bytes (default 64 MiB)", "BYTES" },
+    { "drain-timeout", 0, 0, G_OPTION_ARG_INT, &drain_timeout,
+        "Seconds a SIGTERM drain may take (default 30)", "S" },
+    { nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr }
+  };
+  GOptionContext * context = g_option_context_new ("- run one gpufan lane's "
+                                                   "branch for a remote "
+                                                   "gpufanremote");
+  g_option_context_add_main_entries (context, entries, nullptr);
+  g_option_context_add_group (context, gst_init_get_option_group ());
+  GError * err = nullptr;
+  if (!g_option_context_parse (context, &argc, &argv, &err)) {
+    g_option_context_free (context);
+    const std::string text = err->message;
+    g_clear_error (&err);
+    return fail (text);
+  }
+  g_option_context_free (context);
+
+  Worker w;
+  std::string error;
+  if (!listen || !branch)
+    return fail ("--listen srt://HOST:PORT and --branch \"DESC\" are both "
+                 "required (see --help)");
+  if (!gst_gpufan_remote_parse_uri (listen, &w.host, &w.port, &error))
+    return fail ("--listen: " + error);
+  w.branch = branch;
+  w.passphrase = passphrase ? passphrase : "";
+  if (w.passphrase.empty () && !gst_gpufan_remote_host_is_loopback (w.host))
+    return fail ("refusing to listen on " + w.host
+        + " without --passphrase: it is not a loopback address, and the "
+          "frames would cross the network unencrypted. Give --passphrase "
+          "(SRT AES), or listen on 127.0.0.1");
+  if (!w.passphrase.empty ()
+      && (w.passphrase.size () < 10 || w.passphrase.size () > 79))
+    return fail ("--passphrase must have 10 to 79 characters (SRT's rule)");
+  if (pbkeylen != 0 && pbkeylen != 16 && pbkeylen != 24 && pbkeylen != 32)
+    return fail ("--pbkeylen must be 16, 24 or 32");
+  w.pbkeylen = pbkeylen;
+  w.peer_idle_timeout_ms = MAX (peer_idle, 0);
+  if (max_packet > 0)
+    w.guard = GdpGuard ((uint32_t) max_packet);
+  w.drain_timeout_s = (guint) MAX (drain_timeout, 1);
+  g_free (listen);
+  g_free (branch);
+  g_free (passphrase);
+
+  w.pipeline = build_pipeline (&w, &error);
+  if (!w.pipeline)
+    return fail (error);
+  w.loop = g_main_loop_new (nullptr, FALSE);
+  GstBus * bus = gst_element_get_bus (w.pipeline);
+  gst_bus_add_watch (bus, on_bus, &w);
+  g_unix_signal_add (SIGTERM, on_sigterm, &w);
+  g_unix_signal_add (SIGINT, on_sigterm, &w);
+
+  GSocketService * health = nullptr;
+  if (health_port > 0) {
+    health = g_threaded_socket_service_new (2);
+    if (!g_socket_listener_add_inet_port (G_SOCKET_LISTENER (health),
+            (guint16) health_port, nullptr, &err)) {
+      const std::string text = err->message;
+      g_clear_error (&err);
+      return fail ("--health-port " + std::to_string (health_port) + ": "
+          + text);
+    }
+    g_signal_connect (health, "run", G_CALLBACK (on_health), &w);
+    g_socket_service_start (health);
+  }
+
+  if (!start_pipeline (&w)) {
+    gst_element_set_state (w.pipeline, GST_STATE_NULL);
+    return fail ("cannot listen on " + srt_uri (w, w.port) + " and "
+        + srt_uri (w, w.port + 1) + " (ports taken?)");
+  }
+  log_line ("listening on " + srt_uri (w, w.port) + " (results on port "
+      + std::to_string (w.port + 1) + "), branch \"" + w.branch + "\"");
+  g_main_loop_run (w.loop);
+
+  gst_element_set_state (w.pipeline, GST_STATE_NULL);
+  if (health) {
+    g_socket_service_stop (health);
+    g_socket_listener_close (G_SOCKET_LISTENER (health));
+    g_object_unref (health);
+  }
+  gst_bus_remove_watch (bus);
+  gst_object_unref (bus);
+  gst_object_unref (w.src);
+  gst_object_unref (w.pipeline);
+  g_main_loop_unref (w.loop);
+  gst_deinit ();
+  return w.exit_code;
+}
