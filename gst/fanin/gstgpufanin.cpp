@@ -373,8 +373,8 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
    * gpufanout's input ended and every item is accounted for.
    */
   g_object_class_install_property (gobject_class, PROP_STALL_TIMEOUT,
-      g_param_spec_uint64 ("stall-timeout", "Stall timeout",
-          "Longest wait (ns) for the next buffer in order before the output "
+      g_param_spec_uint64 ("stall-timeout", "Stall timeout (ns)",
+          "Longest wait in nanoseconds for the next buffer in order before the output "
           "goes on without it and stops feeding its lane; also the longest "
           "wait for a lane's EOS after every item is accounted for",
           GST_MSECOND, 3600 * GST_SECOND, DEFAULT_STALL_TIMEOUT,
