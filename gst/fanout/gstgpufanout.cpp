@@ -213,7 +213,11 @@ start_trace (GstGpuFanOut * self)
     GST_INFO_OBJECT (self, "tracing to %s", path.c_str ());
   else
     GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE,
-        ("No trace: %s", error.c_str ()), (nullptr));
+        ("No trace: %s; trace-file (or GPUFAN_TRACE) takes the path of a "
+         "file that can be written, in a folder that exists; the stream goes "
+         "on without a trace",
+            error.c_str ()),
+        (nullptr));
 }
 
 /* The metrics-port server (gstgpufanmetrics.h): its own thread takes the

@@ -206,3 +206,54 @@ TEST(GpuFanBinErrors, AGpuOrdinalWithoutADriverSaysNoDriverWasFound) {
   ExpectReadyFails(line,
                    "): devices=cpu or devices=cpu:N runs CPU lanes");
 }
+
+// A lane's weight (src_%u) and a stream's (sink_%u) share their range: 0
+// excludes a lane, and makes a stream a background one.
+TEST(GpuFanBinErrors, LaneAndStreamWeightsShareTheirRange) {
+  GstElement *f = gst_element_factory_make("gpufanout", nullptr);
+  ASSERT_NE(f, nullptr);
+  GstPad *src = gst_element_request_pad_simple(f, "src_%u");
+  GstPad *sink = gst_element_request_pad_simple(f, "sink_%u");
+  ASSERT_NE(src, nullptr);
+  ASSERT_NE(sink, nullptr);
+  GParamSpec *lane =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(src), "weight");
+  GParamSpec *stream =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(sink), "weight");
+  ASSERT_NE(lane, nullptr);
+  ASSERT_NE(stream, nullptr);
+  EXPECT_EQ(G_PARAM_SPEC_DOUBLE(lane)->minimum,
+            G_PARAM_SPEC_DOUBLE(stream)->minimum);
+  EXPECT_EQ(G_PARAM_SPEC_DOUBLE(lane)->maximum,
+            G_PARAM_SPEC_DOUBLE(stream)->maximum);
+  g_object_set(sink, "weight", 0.0, nullptr);
+  gdouble weight = -1;
+  g_object_get(sink, "weight", &weight, nullptr);
+  EXPECT_EQ(weight, 0.0);
+  gst_element_release_request_pad(f, sink);
+  gst_element_release_request_pad(f, src);
+  gst_object_unref(sink);
+  gst_object_unref(src);
+  gst_object_unref(gst_object_ref_sink(f));
+}
+
+// A trace file that cannot be written: a WARNING that says what trace-file
+// takes, and the stream goes on.
+TEST(GpuFanBinErrors, ATraceFileThatCannotBeWrittenSaysWhatItTakes) {
+  LaunchedPipeline p(kI420 +
+                     "gpufanout name=f devices=cpu:1 "
+                     "trace-file=/nonexistent-gpufan-dir/t.json gpufanin "
+                     "name=m ! fakesink  f.src_0 ! identity ! m.sink_0");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.PlayToEos());
+  EXPECT_NE(p.bus().ErrorsText().find(
+                "No trace: cannot write the trace "
+                "/nonexistent-gpufan-dir/t.json"),
+            std::string::npos)
+      << p.bus().ErrorsText();
+  EXPECT_NE(p.bus().ErrorsText().find(
+                "trace-file (or GPUFAN_TRACE) takes the path of a file that "
+                "can be written, in a folder that exists"),
+            std::string::npos)
+      << p.bus().ErrorsText();
+}
