@@ -220,8 +220,8 @@ static GstElement *
 branch_end (GstElement * lane, const char * name)
 {
   GstPad * ghost = gst_element_get_static_pad (lane, name);
-  GstPad * target = ghost ? gst_ghost_pad_get_target (GST_GHOST_PAD (ghost))
-                          : nullptr;
+  GstPad * target
+      = ghost ? gst_ghost_pad_get_target (GST_GHOST_PAD (ghost)) : nullptr;
   GstElement * element = target ? gst_pad_get_parent_element (target) : nullptr;
   g_clear_object (&target);
   g_clear_object (&ghost);

@@ -133,7 +133,7 @@ gst_gpufan_link_refuser (GstPad * sink, GstCaps * offered, GstElement * stop,
     GstCaps * caps = gst_pad_query_caps (pad, nullptr);
     const bool fits = gst_caps_can_intersect (caps, offered);
     if (!fits) {
-      gst_object_replace ((GstObject **) & last, GST_OBJECT (element));
+      gst_object_replace ((GstObject **)&last, GST_OBJECT (element));
       GstCaps * own = own_caps (element, pad);
       if (!itself && !gst_caps_can_intersect (own, offered)) {
         itself = true;

@@ -24,11 +24,11 @@ std::string gst_gpufan_element_text (GstElement * element);
  * own caps (template, `caps` property) do not. nullptr when every element
  * up to @stop passes them on: then what refuses them is downstream of the
  * branch. *takes (when given) gets what the refusing element takes. */
-GstElement *gst_gpufan_link_refuser (GstPad * sink, GstCaps * offered,
+GstElement * gst_gpufan_link_refuser (GstPad * sink, GstCaps * offered,
     GstElement * stop, GstCaps ** takes);
 
 /* At run time: the first element downstream of @src whose sink pad does not
  * hold the caps the pad before it holds (the one that refused them), or
  * whose src pad holds none (it found nothing its downstream takes).
  * *offered gets the caps it was offered. nullptr when none is found. */
-GstElement *gst_gpufan_caps_refuser (GstPad * src, GstCaps ** offered);
+GstElement * gst_gpufan_caps_refuser (GstPad * src, GstCaps ** offered);

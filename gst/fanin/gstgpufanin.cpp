@@ -374,9 +374,10 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
    */
   g_object_class_install_property (gobject_class, PROP_STALL_TIMEOUT,
       g_param_spec_uint64 ("stall-timeout", "Stall timeout (ns)",
-          "Longest wait in nanoseconds for the next buffer in order before the output "
-          "goes on without it and stops feeding its lane; also the longest "
-          "wait for a lane's EOS after every item is accounted for",
+          "Longest wait in nanoseconds for the next buffer in order before "
+          "the output goes on without it and stops feeding its lane; also "
+          "the longest wait for a lane's EOS after every item is accounted "
+          "for",
           GST_MSECOND, 3600 * GST_SECOND, DEFAULT_STALL_TIMEOUT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));

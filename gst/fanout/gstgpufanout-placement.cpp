@@ -117,8 +117,8 @@ fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
     std::string why_not;
     if (gst_gpufan_device_registry ().gpu_count () == 0
         && !gpufan::cuda::Available (&why_not))
-      *error += "; no NVIDIA driver or CUDA device is usable here ("
-          + why_not + "): devices=cpu or devices=cpu:N runs CPU lanes";
+      *error += "; no NVIDIA driver or CUDA device is usable here (" + why_not
+          + "): devices=cpu or devices=cpu:N runs CPU lanes";
     return FALSE;
   }
   guint host_pool_mib;

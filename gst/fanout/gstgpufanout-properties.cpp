@@ -274,8 +274,8 @@ fanout::install_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_STATS_INTERVAL,
       g_param_spec_uint ("stats-interval", "Statistics interval (ms)",
           "Post a gpufan-stats message every so many milliseconds (0 = only "
-          "at EOS)", 0,
-          3600000, DEFAULT_STATS_INTERVAL,
+          "at EOS)",
+          0, 3600000, DEFAULT_STATS_INTERVAL,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 

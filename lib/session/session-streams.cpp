@@ -22,7 +22,9 @@ Session::Stream& Session::StreamUnlocked(uint32_t stream) {
 namespace {
 
 // 0: a background stream; a negative or NaN weight is the default 1.
-double ValidStreamWeight(double weight) { return weight >= 0.0 ? weight : 1.0; }
+double ValidStreamWeight(double weight) {
+  return weight >= 0.0 ? weight : 1.0;
+}
 
 }  // namespace
 

@@ -20,7 +20,9 @@ namespace {
 
 // A filter that takes any caps in queries and refuses them when set (an
 // encoder that cannot open for them).
-gboolean RefuseCaps(GstBaseTransform *, GstCaps *, GstCaps *) { return FALSE; }
+gboolean RefuseCaps(GstBaseTransform *, GstCaps *, GstCaps *) {
+  return FALSE;
+}
 
 void RefuseCapsClassInit(gpointer klass, gpointer) {
   TestElementClassInit(klass, "refuses caps", "Filter");
@@ -49,42 +51,49 @@ const std::string kI420 =
 }  // namespace
 
 TEST(GpuFanBinErrors, ABranchThatCannotTakeTheCapsNamesThemAndTheElement) {
-  ExpectReadyFails(kI420 +
-                       "gpufanbin name=bin devices=cpu:2 branch=\"video/x-raw,format=RGB "
-                       "! identity\" ! fakesink",
-                   "Lane 0's branch cannot take the caps bin receives: "
-                   "capsfilter");
-  ExpectReadyFails(kI420 +
-                       "gpufanbin name=bin devices=cpu:2 branch=\"video/x-raw,format=RGB "
-                       "! identity\" ! fakesink",
-                   " (capsfilter) refuses video/x-raw, format=(string)I420");
   ExpectReadyFails(
-      kI420 + "gpufanbin name=bin devices=cpu:2 branch=\"identity name=a ! audioconvert "
-              "name=ac\" ! fakesink",
-      "Lane 0's branch cannot take the caps bin receives: ac "
-      "(audioconvert) refuses video/x-raw, format=(string)I420");
+      kI420 +
+          "gpufanbin name=bin devices=cpu:2 branch=\"video/x-raw,format=RGB "
+          "! identity\" ! fakesink",
+      "Lane 0's branch cannot take the caps bin receives: "
+      "capsfilter");
+  ExpectReadyFails(
+      kI420 +
+          "gpufanbin name=bin devices=cpu:2 branch=\"video/x-raw,format=RGB "
+          "! identity\" ! fakesink",
+      " (capsfilter) refuses video/x-raw, format=(string)I420");
+  ExpectReadyFails(kI420 +
+                       "gpufanbin name=bin devices=cpu:2 branch=\"identity "
+                       "name=a ! audioconvert "
+                       "name=ac\" ! fakesink",
+                   "Lane 0's branch cannot take the caps bin receives: ac "
+                   "(audioconvert) refuses video/x-raw, format=(string)I420");
   ExpectReadyFails(
       kI420 + "gpufanbin name=bin devices=cpu:2 branch=audioconvert ! fakesink",
       "(it takes audio/x-raw");
-  ExpectReadyFails(kI420 + "gpufanbin name=bin devices=cpu:2 branch=audioconvert ! "
-                           "fakesink",
+  ExpectReadyFails(kI420 +
+                       "gpufanbin name=bin devices=cpu:2 branch=audioconvert ! "
+                       "fakesink",
                    "put a converter (e.g. videoconvert) at the branch's "
                    "start, or make upstream give caps it takes");
 }
 
 TEST(GpuFanBinErrors, ABranchWhoseOutputDownstreamRefusesSaysSo) {
   ExpectReadyFails(
-      kI420 + "gpufanbin name=bin devices=cpu:2 branch=\"videoconvert ! "
-              "video/x-raw,format=RGB\" ! video/x-raw,format=I420 ! fakesink",
+      kI420 +
+          "gpufanbin name=bin devices=cpu:2 branch=\"videoconvert ! "
+          "video/x-raw,format=RGB\" ! video/x-raw,format=I420 ! fakesink",
       "Lane 0's branch gives video/x-raw, format=(string)RGB");
   ExpectReadyFails(
-      kI420 + "gpufanbin name=bin devices=cpu:2 branch=\"videoconvert ! "
-              "video/x-raw,format=RGB\" ! video/x-raw,format=I420 ! fakesink",
+      kI420 +
+          "gpufanbin name=bin devices=cpu:2 branch=\"videoconvert ! "
+          "video/x-raw,format=RGB\" ! video/x-raw,format=I420 ! fakesink",
       "which downstream of bin cannot take (it takes video/x-raw, "
       "format=(string)I420): end the branch with a converter");
   // a branch that passes the caps on: downstream refuses them
-  ExpectReadyFails(kI420 + "gpufanbin name=bin devices=cpu:2 branch=identity ! "
-                           "video/x-raw,format=RGB ! fakesink",
+  ExpectReadyFails(kI420 +
+                       "gpufanbin name=bin devices=cpu:2 branch=identity ! "
+                       "video/x-raw,format=RGB ! fakesink",
                    "Lane 0's branch passes on video/x-raw, "
                    "format=(string)I420");
 }
@@ -186,8 +195,9 @@ TEST(GpuFanBinErrors, AGpuOrdinalWithoutADriverSaysNoDriverWasFound) {
   const std::string line =
       kI420 + "gpufanbin devices=5 branch=identity ! fakesink";
   if (has_driver) {
-    ExpectReadyFails(line, "devices=5 (src_0) names GPU 5, but this machine "
-                           "has ");
+    ExpectReadyFails(line,
+                     "devices=5 (src_0) names GPU 5, but this machine "
+                     "has ");
     LaunchedPipeline p(line);
     ASSERT_TRUE(p.ok());
     gst_element_set_state(p.get(), GST_STATE_READY);
@@ -203,8 +213,7 @@ TEST(GpuFanBinErrors, AGpuOrdinalWithoutADriverSaysNoDriverWasFound) {
                    "this machine has 0 GPU(s); no NVIDIA driver or CUDA device "
                    "is usable here (libcuda.so.1 not found (no NVIDIA "
                    "driver)");
-  ExpectReadyFails(line,
-                   "): devices=cpu or devices=cpu:N runs CPU lanes");
+  ExpectReadyFails(line, "): devices=cpu or devices=cpu:N runs CPU lanes");
 }
 
 // A lane's weight (src_%u) and a stream's (sink_%u) share their range: 0
@@ -246,9 +255,8 @@ TEST(GpuFanBinErrors, ATraceFileThatCannotBeWrittenSaysWhatItTakes) {
                      "name=m ! fakesink  f.src_0 ! identity ! m.sink_0");
   ASSERT_TRUE(p.ok());
   ASSERT_TRUE(p.PlayToEos());
-  EXPECT_NE(p.bus().ErrorsText().find(
-                "No trace: cannot write the trace "
-                "/nonexistent-gpufan-dir/t.json"),
+  EXPECT_NE(p.bus().ErrorsText().find("No trace: cannot write the trace "
+                                      "/nonexistent-gpufan-dir/t.json"),
             std::string::npos)
       << p.bus().ErrorsText();
   EXPECT_NE(p.bus().ErrorsText().find(
