@@ -217,6 +217,9 @@ struct GstGpuFanInPrivate {
   std::map<guint32, gpufanin::StreamOutputPtr> stream_outputs;
   std::shared_ptr<gpufan::FanInPort> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
+  /* The session's gpufanout: the source of every gpufan-stats message
+   * (gst_gpufan_in_post_stats). Weak: the fan-in never keeps it alive. */
+  GWeakRef fanout;
   /* the flow result (under lock), the src task and the waits */
   gpufanin::Output output{ cond, session };
   /* what differs per mode (gstgpufanin-handler.h) */
@@ -296,8 +299,14 @@ struct GstGpuFanInPrivate {
    * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
   std::atomic<bool> streams_stats_posted{ false };
 
+  GstGpuFanInPrivate ()
+  {
+    g_weak_ref_init (&fanout, nullptr);
+  }
+
   ~GstGpuFanInPrivate ()
   {
+    g_weak_ref_clear (&fanout);
     for (auto & kv : pads)
       kv.second.ClearSticky ();
     gst_clear_event (&out_stream_start);
@@ -384,7 +393,11 @@ void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
 /* The end: every stream's src pad that has not had EOS gets it (after what
  * its queue holds). Under output_lock. */
 void gst_gpufan_in_end_streams_unlocked (GstGpuFanIn * self);
-/* gstgpufanin-eos.cpp: @pad's new stream-start after its EOS; TRUE when
+/* gstgpufanin-eos.cpp: the final gpufan-stats message of @session, posted
+ * in the name of its gpufanout (by us only if that one is gone). */
+void gst_gpufan_in_post_stats (GstGpuFanIn * self,
+    const gpufan::StatsView & session);
+/* @pad's new stream-start after its EOS; TRUE when
  * our EOS had gone out and the src task is to start again. */
 bool gst_gpufan_in_restart_after_eos (GstGpuFanIn * self, GstPad * pad);
 /* A new start: every stream's output starts over. */

@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 
-#include "common/gstgpufanstats.h"
 
 using gpufanin::QueuedRelease;
 using gpufanin::StreamOutput;
@@ -84,8 +83,7 @@ post_stats_before_last_eos (GstGpuFanIn * self)
   }
   if (!session || priv->streams_stats_posted.exchange (true))
     return;
-  gst_element_post_message (GST_ELEMENT (self),
-      gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
+  gst_gpufan_in_post_stats (self, *session);
 }
 
 static void

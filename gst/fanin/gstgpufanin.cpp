@@ -21,8 +21,9 @@
  * goes out when every sink pad has EOS and everything before it has been
  * output, or at most #GstGpuFanIn:stall-timeout after gpufanout's input
  * ended and every item was accounted for, when a branch swallowed its EOS or
- * stalled (with a warning naming it); the `gpufan-stats` element message is
- * posted just before it. The latency it reports includes what reordering
+ * stalled (with a warning naming it); the final `gpufan-stats` element
+ * message is posted just before it, in the name of the paired gpufanout
+ * (its source is the gpufanout, as for every `gpufan-stats` message). The latency it reports includes what reordering
  * adds (the time items spend in the lanes), and it posts a LATENCY message
  * when that grows.
  *

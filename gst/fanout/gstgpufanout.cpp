@@ -22,7 +22,9 @@
  *     f.src_0 ! identity sleep-time=2000 ! m.sink_0 \
  *     f.src_1 ! identity sleep-time=4000 ! m.sink_1
  * ]| Two lanes of different speed; output in input order, statistics on the
- * bus as the `gpufan-stats` element message.
+ * bus as the `gpufan-stats` element message. Every `gpufan-stats` message
+ * has gpufanout as its source: the `stats-interval` ones and the final one
+ * (which a paired gpufanin posts for it once its output is complete).
  *
  * Several streams share the lanes through request sink pads `sink_%u`
  * (one branch instance per lane, whatever the number of streams): stream k
