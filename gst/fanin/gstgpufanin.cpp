@@ -449,6 +449,8 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
       "Merges the lanes of a gpufanout back into one stream, in input order "
       "(src), or into each of its streams (src_%u)",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanin");
 }
 
 static void

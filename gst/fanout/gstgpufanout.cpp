@@ -406,6 +406,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
       "one stream (sink) or several sharing the lanes (sink_%u); gpufanin "
       "restores each stream's order",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanout");
 
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_POLICY, (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CODECS, (GstPluginAPIFlags)0);
