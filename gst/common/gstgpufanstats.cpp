@@ -141,8 +141,9 @@ lanes_to_flat_fields (const std::vector<gpufan::LaneStats> & lanes,
   for (const auto & l : lanes) {
     const std::string p = "lane" + std::to_string (l.lane) + "-";
     /* kind:index: no spaces, so -m prints it unescaped */
-    const std::string device = std::string (gpufan::DeviceKindName (
-            l.device.kind)) + ":" + std::to_string (l.device.index);
+    const std::string device
+        = std::string (gpufan::DeviceKindName (l.device.kind)) + ":"
+        + std::to_string (l.device.index);
     gst_structure_set (s, (p + "device").c_str (), G_TYPE_STRING,
         device.c_str (), (p + "state").c_str (), G_TYPE_STRING,
         gpufan::LaneHealthName (l.state), (p + "dispatched").c_str (),
@@ -163,15 +164,15 @@ stats_to_structure (const gpufan::StatsView & session,
   GstStructure * s = gst_structure_new_empty (GST_GPUFAN_STATS_NAME);
   if (is_final)
     gst_structure_set (s, "final", G_TYPE_BOOLEAN, *is_final, nullptr);
-  gst_structure_set (s, "policy",
-      G_TYPE_STRING, gpufan::PolicyName (stats.policy), "dispatched",
-      G_TYPE_UINT64, stats.dispatched, "released", G_TYPE_UINT64,
-      stats.released, "unmatched", G_TYPE_UINT64, stats.unmatched, "in-flight",
-      G_TYPE_UINT, stats.in_flight, "max-in-flight", G_TYPE_UINT,
-      stats.max_in_flight, "window-peak", G_TYPE_UINT, stats.window_peak,
-      "elapsed", G_TYPE_UINT64, (guint64)MAX (stats.elapsed_ns, 0),
-      "input-ended", G_TYPE_BOOLEAN, stats.input_ended, "added-latency",
-      G_TYPE_UINT64, (guint64)MAX (stats.added_latency_ns, 0), nullptr);
+  gst_structure_set (s, "policy", G_TYPE_STRING,
+      gpufan::PolicyName (stats.policy), "dispatched", G_TYPE_UINT64,
+      stats.dispatched, "released", G_TYPE_UINT64, stats.released, "unmatched",
+      G_TYPE_UINT64, stats.unmatched, "in-flight", G_TYPE_UINT, stats.in_flight,
+      "max-in-flight", G_TYPE_UINT, stats.max_in_flight, "window-peak",
+      G_TYPE_UINT, stats.window_peak, "elapsed", G_TYPE_UINT64,
+      (guint64)MAX (stats.elapsed_ns, 0), "input-ended", G_TYPE_BOOLEAN,
+      stats.input_ended, "added-latency", G_TYPE_UINT64,
+      (guint64)MAX (stats.added_latency_ns, 0), nullptr);
   gpu_counts_to_structure (stats.output_gpu, "output-gpu-", s);
   /* before the array, so that -m shows the readable part first */
   lanes_to_flat_fields (stats.lanes, s);

@@ -34,8 +34,8 @@ gst_gpufan_in_post_stats (GstGpuFanIn * self, const gpufan::StatsView & session)
 {
   GstElement * fanout = GST_ELEMENT (g_weak_ref_get (&self->priv->fanout));
   GstElement * src = fanout ? fanout : GST_ELEMENT (self);
-  GST_DEBUG_OBJECT (self, "posting the statistics in the name of %"
-      GST_PTR_FORMAT, src);
+  GST_DEBUG_OBJECT (self,
+      "posting the statistics in the name of %" GST_PTR_FORMAT, src);
   gst_element_post_message (src,
       gst_gpufan_stats_message_new (GST_OBJECT (src), session, TRUE));
   gst_clear_object (&fanout);

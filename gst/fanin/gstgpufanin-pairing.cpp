@@ -48,8 +48,8 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
   GstGpuFanInPrivate * priv = self->priv;
   bool new_session = false;
   g_autofree gchar * fanout = gst_gpufan_pair_query_get_fanout (query);
-  g_autoptr (GstElement) fanout_element =
-      gst_gpufan_pair_query_get_fanout_element (query);
+  g_autoptr (GstElement) fanout_element
+      = gst_gpufan_pair_query_get_fanout_element (query);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);

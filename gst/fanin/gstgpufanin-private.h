@@ -299,10 +299,7 @@ struct GstGpuFanInPrivate {
    * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
   std::atomic<bool> streams_stats_posted{ false };
 
-  GstGpuFanInPrivate ()
-  {
-    g_weak_ref_init (&fanout, nullptr);
-  }
+  GstGpuFanInPrivate () { g_weak_ref_init (&fanout, nullptr); }
 
   ~GstGpuFanInPrivate ()
   {

@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 
-
 using gpufanin::QueuedRelease;
 using gpufanin::StreamOutput;
 

@@ -231,8 +231,9 @@ bool IsFinal(const GstStructure *s) {
 // `frames`, and its flat lane fields repeat the nested `lanes` array.
 void ExpectStatsFromOneSource(LaunchedPipeline& p, GstElement *source,
                               guint64 frames, guint lanes) {
-  std::vector<GstMessage *> all = p.bus().Matching(
-      [](GstMessage *m) { return BusLog::IsElementMessage(m, "gpufan-stats"); });
+  std::vector<GstMessage *> all = p.bus().Matching([](GstMessage *m) {
+    return BusLog::IsElementMessage(m, "gpufan-stats");
+  });
   ASSERT_GE(all.size(), 2u) << "stats-interval posted none before the end";
   for (GstMessage *m : all)
     EXPECT_EQ(GST_MESSAGE_SRC(m), GST_OBJECT(source))
@@ -267,8 +268,7 @@ void ExpectStatsFromOneSource(LaunchedPipeline& p, GstElement *source,
     ASSERT_TRUE(gst_structure_get_uint(lane, "lane", &id));
     const std::string prefix = "lane" + std::to_string(id) + "-";
     for (const char *field : {"dispatched", "completed", "dropped", "failed"})
-      EXPECT_EQ(StatsU64(last, (prefix + field).c_str()),
-                StatsU64(lane, field))
+      EXPECT_EQ(StatsU64(last, (prefix + field).c_str()), StatsU64(lane, field))
           << prefix << field;
     EXPECT_STREQ(gst_structure_get_string(last, (prefix + "state").c_str()),
                  gst_structure_get_string(lane, "state"));
