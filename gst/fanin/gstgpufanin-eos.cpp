@@ -162,8 +162,20 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
     gst_gpufan_in_push_sticky (self, &sticky);
   }
 
-  if (session && !priv->streams_stats_posted)
-    gst_gpufan_in_post_stats (self, *session);
+  if (session) {
+    /* with several streams, once: a stream output that sends the last
+     * stream's EOS now may be posting them (post_stats_before_last_eos) */
+    std::lock_guard<gpufan::Mutex> st (priv->stats_lock);
+    bool streams;
+    {
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
+      streams = !priv->stream_outputs.empty ();
+    }
+    if (!priv->streams_stats_posted) {
+      priv->streams_stats_posted = streams;
+      gst_gpufan_in_post_stats (self, *session);
+    }
+  }
   GST_DEBUG_OBJECT (self, "all lanes ended, pushing EOS");
   GstEvent * eos = gst_event_new_eos ();
   {

@@ -11,6 +11,10 @@
  *      (out_*) and pushes downstream; held across those pushes (and the
  *      statistics message before EOS), nothing else that blocks. The flush
  *      handlers own out_* while no output runs;
+ *   2b. GstGpuFanInPrivate::stats_lock: with several streams, the final
+ *      statistics' claim (streams_stats_posted) and post, so that they go
+ *      out once and before the last stream's EOS; held across that post
+ *      only;
  *   3. GstGpuFanInPrivate::lock, with cond: pads, pairing, the Output's
  *      flow result (gstgpufanin-output.h), batch counters. Never held across
  *      a push, a peer query, a message post or a blocking Session call
@@ -296,8 +300,11 @@ struct GstGpuFanInPrivate {
    * instance shared by every stream that idle time is the lanes' loss. */
   std::atomic<bool> streams_out{ false };
   /* Several streams: the gpufan-stats message went out before the last
-   * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
+   * stream's EOS (the pipeline's EOS follows that one, not the lanes').
+   * Claimed under stats_lock: the lanes' end and the last stream's EOS
+   * race to post it. */
   std::atomic<bool> streams_stats_posted{ false };
+  gpufan::Mutex stats_lock;
 
   GstGpuFanInPrivate () { g_weak_ref_init (&fanout, nullptr); }
 

@@ -73,6 +73,9 @@ post_stats_before_last_eos (GstGpuFanIn * self)
 {
   GstGpuFanInPrivate * priv = self->priv;
   std::shared_ptr<gpufan::FanInPort> session;
+  /* until posted: the lanes' end (gst_gpufan_in_finish_stream) may be
+   * posting them, and our EOS must follow them */
+  std::lock_guard<gpufan::Mutex> st (priv->stats_lock);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     for (auto & kv : priv->stream_outputs)

@@ -313,6 +313,29 @@ TEST(PipelineStats, GpufanbinStatsComeFromItsFanout) {
   gst_object_unref(fanout);
 }
 
+// Several streams: gpufanin posts the final message before the last
+// stream's EOS, in gpufanout's name too.
+TEST(PipelineStats, SeveralStreamsStatsComeFromTheFanout) {
+  constexpr int kBuffers = 40;
+  std::string d = "gpufanout name=f stats-interval=1 devices=cpu  gpufanin "
+                  "name=m stall-timeout=" +
+                  std::to_string(kNoStallTimeout);
+  for (int k = 0; k < 2; k++) {
+    const std::string i = std::to_string(k);
+    d += "  videotestsrc num-buffers=" + std::to_string(kBuffers) + " ! " +
+         kCaps + " ! f.sink_" + i + "  m.src_" + i +
+         " ! fakesink sync=false";
+  }
+  for (int k = 0; k < 2; k++) {
+    const std::string i = std::to_string(k);
+    d += "  f.src_" + i + " ! queue ! m.sink_" + i;
+  }
+  LaunchedPipeline p(d);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.PlayToEos());
+  ExpectStatsFromOneSource(p, p.element("f"), 2 * kBuffers, 2);
+}
+
 TEST(PipelineUser, GstLaunchPrintsTheStatsMessage) {
   gchar *launch = g_find_program_in_path("gst-launch-1.0");
   if (!launch)
