@@ -199,5 +199,17 @@ fanbin::make_lane_branch (GstGpuFanBin * self, const std::string & bound,
     gst_object_unref (gst_object_ref_sink (lane));
     return nullptr;
   }
+  GST_OBJECT_LOCK (self);
+  const std::string props = self->lane_properties ? self->lane_properties : "";
+  GST_OBJECT_UNLOCK (self);
+  GstStructure * settings = nullptr;
+  const bool set = parse_lane_properties (props, &settings, error)
+      && apply_lane_properties (lane, settings, error);
+  if (settings)
+    gst_structure_free (settings);
+  if (!set) {
+    gst_object_unref (gst_object_ref_sink (lane));
+    return nullptr;
+  }
   return lane;
 }

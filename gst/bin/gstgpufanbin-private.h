@@ -6,6 +6,8 @@
  *   gstgpufanbin-branch.cpp     one lane's branch, made for its device
  *   gstgpufanbin-recovery.cpp   a failed lane's branch built again
  *                               (lane-restart-delay)
+ *   gstgpufanbin-laneprops.cpp  lane-properties: the same setting on
+ *                               every lane
  * It reaches the fan-out and fan-in through their public interface only
  * (properties, pads, gpufanout's action signals). */
 #pragma once
@@ -34,6 +36,7 @@ struct _GstGpuFanBin {
   gchar * branch;
   guint lanes;
   guint64 restart_delay_ns; /* lane-restart-delay */
+  gchar * lane_properties;  /* lane-properties, as the user wrote it */
 
   /* The built lanes, between NULL->READY and READY->NULL: built by the
    * state change, and by recovery while streaming. */
@@ -79,6 +82,20 @@ bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
  * with *error set. */
 GstElement * make_lane_branch (GstGpuFanBin * self, const std::string & bound,
     guint lane_id, gint gpu, std::string * error);
+
+/* lane-properties (gstgpufanbin-laneprops.cpp) */
+/* @text ("g::sigma=3.5, enc::bitrate=4000") as a structure, nullptr for
+ * none; false with *error set if it does not parse. */
+bool parse_lane_properties (const std::string & text, GstStructure ** settings,
+    std::string * error);
+/* Each of @settings on @lane's branch (before it starts, or while it
+ * runs); false with *error set at the first that names nothing there or
+ * whose value does not fit. */
+bool apply_lane_properties (GstElement * lane, const GstStructure * settings,
+    std::string * error);
+/* lane-properties changed: every built lane gets the new settings (a
+ * WARNING says which did not apply). */
+void apply_lane_properties_to_running (GstGpuFanBin * self);
 
 /* Recovery (gstgpufanbin-recovery.cpp) */
 Recovery * recovery_new (void);
