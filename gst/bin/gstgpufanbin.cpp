@@ -499,4 +499,6 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
       "lanes) and outputs the frames in input order: gpufanout, the branch "
       "per lane, gpufanin",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanbin");
 }

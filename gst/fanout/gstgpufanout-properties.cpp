@@ -269,7 +269,8 @@ fanout::install_properties (GObjectClass * gobject_class)
    * GstGpuFanOut:stats-interval:
    *
    * Also post the `gpufan-stats` element message every so many milliseconds
-   * while buffers flow (0: only at EOS).
+   * while buffers flow (0: only at EOS), with `final` FALSE; the one at
+   * the end has `final` TRUE. Each has this element as its source.
    */
   g_object_class_install_property (gobject_class, PROP_STATS_INTERVAL,
       g_param_spec_uint ("stats-interval", "Statistics interval (ms)",
