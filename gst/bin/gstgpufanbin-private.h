@@ -64,9 +64,11 @@ GQuark lane_id_quark (void);
 gint placed_gpu (GstGpuFanBin * self, guint lane_id);
 /* Adds @lane to the bin and links it, downstream first, and with
  * @sync_state in the bin's state before the fan-out links to it; FALSE if
- * a step failed (the lane stays in the bin, removed with the others). */
+ * a step failed (the lane stays in the bin, removed with the others), with
+ * *error saying what to do (a caps mismatch names the caps and the element
+ * that refused them). */
 gboolean add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
-    GstPad * to_fanin, bool sync_state);
+    GstPad * to_fanin, bool sync_state, std::string * error);
 
 /* Takes lane @lane_id's branch out of the bin and gives its pads back
  * (READY: no data flows). */
@@ -82,6 +84,10 @@ bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
  * with *error set. */
 GstElement * make_lane_branch (GstGpuFanBin * self, const std::string & bound,
     guint lane_id, gint gpu, std::string * error);
+/* Why lane @lane_id's branch @lane cannot be linked between @from_fanout
+ * and @to_fanin for caps: which caps did not fit where, and what to do. */
+std::string link_caps_error (GstGpuFanBin * self, GstElement * lane,
+    GstPad * from_fanout, GstPad * to_fanin, bool at_output);
 
 /* lane-properties (gstgpufanbin-laneprops.cpp) */
 /* @text ("g::sigma=3.5, enc::bitrate=4000") as a structure, nullptr for

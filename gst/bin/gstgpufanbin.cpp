@@ -443,7 +443,7 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
    * next start.
    */
   g_object_class_install_property (gobject_class, BIN_PROP_RESTART_DELAY,
-      g_param_spec_uint64 ("lane-restart-delay", "Lane restart delay",
+      g_param_spec_uint64 ("lane-restart-delay", "Lane restart delay (ns)",
           "Nanoseconds after a lane failed until a fresh branch takes its "
           "place (doubled for each further failure there, up to 60 s); 0 = "
           "never",
@@ -499,4 +499,6 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
       "lanes) and outputs the frames in input order: gpufanout, the branch "
       "per lane, gpufanin",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanbin");
 }
