@@ -27,10 +27,40 @@ wrap_eos (GstPad *, GstPadProbeInfo * info, gpointer)
   return GST_PAD_PROBE_OK;
 }
 
+/* GDP writes an event's type in 16 bits, and the custom types' numbers
+ * (270 and up, shifted by 8) do not fit: gdpdepay makes events of a type
+ * that no element knows (custom-downstream arrives as 0x1806), which every
+ * element passes or drops as it likes, and a probe looking for the custom
+ * type never sees them. The low 16 bits of each custom type are unique and
+ * no built-in type has them: the type is made whole again here. */
+static GstEvent *
+restore_custom_type (GstEvent * event)
+{
+  static const GstEventType kCustom[] = { GST_EVENT_CUSTOM_UPSTREAM,
+    GST_EVENT_CUSTOM_DOWNSTREAM, GST_EVENT_CUSTOM_DOWNSTREAM_OOB,
+    GST_EVENT_CUSTOM_DOWNSTREAM_STICKY, GST_EVENT_CUSTOM_BOTH,
+    GST_EVENT_CUSTOM_BOTH_OOB };
+  const guint type = (guint) GST_EVENT_TYPE (event);
+  if (type > 0xffff)
+    return event;
+  for (GstEventType custom : kCustom) {
+    if (((guint) custom & 0xffff) != type)
+      continue;
+    const GstStructure * s = gst_event_get_structure (event);
+    GstEvent * whole = gst_event_new_custom (custom,
+        s ? gst_structure_copy (s) : nullptr);
+    gst_event_set_seqnum (whole, gst_event_get_seqnum (event));
+    gst_event_unref (event);
+    return whole;
+  }
+  return event;
+}
+
 static GstPadProbeReturn
 unwrap_eos (GstPad *, GstPadProbeInfo * info, gpointer)
 {
-  GstEvent * event = GST_PAD_PROBE_INFO_EVENT (info);
+  GstEvent * event = restore_custom_type (GST_PAD_PROBE_INFO_EVENT (info));
+  GST_PAD_PROBE_INFO_DATA (info) = event;
   const GstStructure * s = gst_event_get_structure (event);
   if (GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM || !s
       || !gst_structure_has_name (s, WIRE_EOS_NAME))
