@@ -50,11 +50,11 @@
 
 #include "common/gstgpufanprotocol.h"
 #include "gstgpufanremotewire.h"
+#include "gstgpufanwirepay.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_gpufan_remote_debug);
 #define GST_CAT_DEFAULT gst_gpufan_remote_debug
 
-#define DEFAULT_LATENCY 125
 #define DEFAULT_PEER_IDLE_TIMEOUT 5000
 #define DEFAULT_PBKEYLEN 0
 
@@ -63,7 +63,6 @@ enum {
   PROP_URI,
   PROP_PASSPHRASE,
   PROP_PBKEYLEN,
-  PROP_LATENCY,
   PROP_PEER_IDLE_TIMEOUT,
 };
 
@@ -77,7 +76,6 @@ struct _GstGpuFanRemote {
   gchar * uri;
   gchar * passphrase;
   guint pbkeylen;
-  gint latency;
   gint peer_idle_timeout;
 
   /* One ERROR per run: the two SRT elements both see a broken link. */
@@ -236,7 +234,6 @@ configure_link (GstGpuFanRemote * self, bool post)
   const std::string uri = self->uri ? self->uri : "";
   const std::string passphrase = self->passphrase ? self->passphrase : "";
   const guint pbkeylen = self->pbkeylen;
-  const gint latency = self->latency;
   const gint idle = self->peer_idle_timeout;
   GST_OBJECT_UNLOCK (self);
 
@@ -261,9 +258,9 @@ configure_link (GstGpuFanRemote * self, bool post)
   for (GstElement * e : { self->out, self->back }) {
     const std::string srt = "srt://" + host + ":"
         + std::to_string (e == self->out ? port : port + 1)
-        + "?peeridletimeo=" + std::to_string (idle) + "&transtype=file";
-    g_object_set (e, "uri", srt.c_str (), "latency", latency,
-        "auto-reconnect", FALSE, nullptr);
+        + "?peeridletimeo=" + std::to_string (idle) + "&"
+        + GST_GPUFAN_REMOTE_SRT_QUERY;
+    g_object_set (e, "uri", srt.c_str (), "auto-reconnect", FALSE, nullptr);
     if (!passphrase.empty ())
       g_object_set (e, "passphrase", passphrase.c_str (), nullptr);
     if (pbkeylen)
@@ -313,9 +310,6 @@ gst_gpufan_remote_set_property (GObject * object, guint prop_id,
     case PROP_PBKEYLEN:
       self->pbkeylen = g_value_get_uint (value);
       break;
-    case PROP_LATENCY:
-      self->latency = g_value_get_int (value);
-      break;
     case PROP_PEER_IDLE_TIMEOUT:
       self->peer_idle_timeout = g_value_get_int (value);
       break;
@@ -338,9 +332,6 @@ gst_gpufan_remote_get_property (GObject * object, guint prop_id,
       break;
     case PROP_PBKEYLEN:
       g_value_set_uint (value, self->pbkeylen);
-      break;
-    case PROP_LATENCY:
-      g_value_set_int (value, self->latency);
       break;
     case PROP_PEER_IDLE_TIMEOUT:
       g_value_set_int (value, self->peer_idle_timeout);
@@ -368,13 +359,14 @@ make_child (GstGpuFanRemote * self, const gchar * factory, const gchar * name)
 static void
 gst_gpufan_remote_init (GstGpuFanRemote * self)
 {
-  self->latency = DEFAULT_LATENCY;
   self->peer_idle_timeout = DEFAULT_PEER_IDLE_TIMEOUT;
   self->pbkeylen = DEFAULT_PBKEYLEN;
   new (&self->error_posted) std::atomic<bool> (false);
   new (&self->ended) std::atomic<bool> (false);
 
-  self->pay = make_child (self, "gdppay", "pay");
+  self->pay = gst_gpufan_wire_pay_new ();
+  gst_object_set_name (GST_OBJECT (self->pay), "pay");
+  gst_bin_add (GST_BIN (self), self->pay);
   self->out = make_child (self, "srtsink", "out");
   self->back = make_child (self, "srtsrc", "back");
   self->depay = make_child (self, "gdpdepay", "depay");
@@ -397,7 +389,7 @@ gst_gpufan_remote_init (GstGpuFanRemote * self)
     sink_target = gst_element_get_static_pad (self->pay, "sink");
     src_target = gst_element_get_static_pad (self->depay, "src");
   }
-  /* without gdppay, srtsink and kin (gst-plugins-bad) the pads have no
+  /* without gdpdepay, srtsink and kin (gst-plugins-bad) the pads have no
    * target and READY->PAUSED fails below */
   self->sinkpad = sink_target
       ? gst_ghost_pad_new_from_template ("sink", sink_target,
@@ -475,16 +467,6 @@ gst_gpufan_remote_class_init (GstGpuFanRemoteClass * klass)
       g_param_spec_uint ("pbkeylen", "Key length",
           "AES key length in bytes (16, 24, 32; 0 = SRT's default)", 0, 32,
           DEFAULT_PBKEYLEN, ready));
-  /**
-   * GstGpuFanRemote:latency:
-   *
-   * SRT latency in milliseconds (SRTO_LATENCY): how long SRT may take to
-   * recover lost packets before it delivers them.
-   */
-  g_object_class_install_property (gobject_class, PROP_LATENCY,
-      g_param_spec_int ("latency", "Latency",
-          "SRT latency in milliseconds (time allowed for loss recovery)", 0,
-          G_MAXINT, DEFAULT_LATENCY, ready));
   /**
    * GstGpuFanRemote:peer-idle-timeout:
    *

@@ -7,6 +7,8 @@
 
 #include <gio/gio.h>
 
+#include "gstgpufanwirepay.h"
+
 #define WIRE_EOS_NAME "GstGpuFanRemoteEos"
 
 static GstPadProbeReturn
@@ -27,33 +29,36 @@ wrap_eos (GstPad *, GstPadProbeInfo * info, gpointer)
   return GST_PAD_PROBE_OK;
 }
 
-/* GDP writes an event's type in 16 bits, and the custom types' numbers
- * (270 and up, shifted by 8) do not fit: gdpdepay makes events of a type
- * that no element knows (custom-downstream arrives as 0x1806), which every
- * element passes or drops as it likes, and a probe looking for the custom
- * type never sees them. The low 16 bits of each custom type are unique and
- * no built-in type has them: the type is made whole again here. */
+/* A custom event as our payloader sends it (its type in a field, GDP's
+ * type field being too short) made whole again. */
 static GstEvent *
 restore_custom_type (GstEvent * event)
 {
-  static const GstEventType kCustom[] = { GST_EVENT_CUSTOM_UPSTREAM,
-    GST_EVENT_CUSTOM_DOWNSTREAM, GST_EVENT_CUSTOM_DOWNSTREAM_OOB,
-    GST_EVENT_CUSTOM_DOWNSTREAM_STICKY, GST_EVENT_CUSTOM_BOTH,
-    GST_EVENT_CUSTOM_BOTH_OOB };
-  const guint type = (guint) GST_EVENT_TYPE (event);
-  if (type > 0xffff)
+  const GstStructure * s = gst_event_get_structure (event);
+  guint type = 0;
+  if (!s || !gst_structure_get_uint (s, GST_GPUFAN_WIRE_TYPE_FIELD, &type))
     return event;
-  for (GstEventType custom : kCustom) {
-    if (((guint) custom & 0xffff) != type)
-      continue;
-    const GstStructure * s = gst_event_get_structure (event);
-    GstEvent * whole = gst_event_new_custom (custom,
-        s ? gst_structure_copy (s) : nullptr);
-    gst_event_set_seqnum (whole, gst_event_get_seqnum (event));
-    gst_event_unref (event);
-    return whole;
+  /* the custom types only: another type with made-up fields would trip an
+   * element that parses it */
+  static const GstEventType kCustom[] = { GST_EVENT_CUSTOM_DOWNSTREAM,
+    GST_EVENT_CUSTOM_DOWNSTREAM_OOB, GST_EVENT_CUSTOM_DOWNSTREAM_STICKY,
+    GST_EVENT_CUSTOM_BOTH, GST_EVENT_CUSTOM_BOTH_OOB };
+  bool custom = false;
+  for (GstEventType t : kCustom)
+    custom = custom || (guint) t == type;
+  if (!custom)
+    return event;
+  GstStructure * fields = gst_structure_copy (s);
+  gst_structure_remove_field (fields, GST_GPUFAN_WIRE_TYPE_FIELD);
+  if (gst_structure_has_name (fields, GST_GPUFAN_WIRE_EVENT)
+      && gst_structure_n_fields (fields) == 0) {
+    gst_structure_free (fields);
+    fields = nullptr;
   }
-  return event;
+  GstEvent * whole = gst_event_new_custom ((GstEventType) type, fields);
+  gst_event_set_seqnum (whole, gst_event_get_seqnum (event));
+  gst_event_unref (event);
+  return whole;
 }
 
 static GstPadProbeReturn
@@ -78,38 +83,13 @@ unwrap_eos (GstPad *, GstPadProbeInfo * info, gpointer)
   return GST_PAD_PROBE_OK;
 }
 
-/* gdppay's output: caps (with their streamheader) stay here, buffers go
- * out unflagged, so srtsink sends every one of them. */
-static GstPadProbeReturn
-unheader (GstPad *, GstPadProbeInfo * info, gpointer)
-{
-  if (info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
-    if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) == GST_EVENT_CAPS)
-      return GST_PAD_PROBE_DROP;
-    return GST_PAD_PROBE_OK;
-  }
-  GstBuffer * buffer = GST_PAD_PROBE_INFO_BUFFER (info);
-  if (!GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_HEADER))
-    return GST_PAD_PROBE_OK;
-  buffer = gst_buffer_make_writable (buffer);
-  GST_BUFFER_FLAG_UNSET (buffer, GST_BUFFER_FLAG_HEADER);
-  GST_PAD_PROBE_INFO_DATA (info) = buffer;
-  return GST_PAD_PROBE_OK;
-}
-
 void
-gst_gpufan_remote_wire_payloader (GstElement * gdppay)
+gst_gpufan_remote_wire_payloader (GstElement * pay)
 {
-  GstPad * sink = gst_element_get_static_pad (gdppay, "sink");
+  GstPad * sink = gst_element_get_static_pad (pay, "sink");
   gst_pad_add_probe (sink, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, wrap_eos,
       nullptr, nullptr);
   gst_object_unref (sink);
-  GstPad * src = gst_element_get_static_pad (gdppay, "src");
-  gst_pad_add_probe (src,
-      (GstPadProbeType)(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM
-          | GST_PAD_PROBE_TYPE_BUFFER),
-      unheader, nullptr, nullptr);
-  gst_object_unref (src);
 }
 
 void

@@ -4,7 +4,7 @@
  *   gpufan-lane-worker --listen srt://HOST:PORT --branch "DESC"
  *       [--passphrase P] [--pbkeylen 16|24|32] [--health-port N]
  *
- * Pipeline: srtsrc (listener, PORT) ! gdpdepay ! BRANCH ! gdppay ! srtsink
+ * Pipeline: srtsrc (listener, PORT) ! gdpdepay ! BRANCH ! GDP pay ! srtsink
  * (listener, PORT+1): the client sends on PORT and reads the results from
  * PORT+1 (srtsrc and srtsink each own their SRT socket, so one connection
  * cannot carry both ways). One client at a time; when it goes away (closed,
@@ -19,6 +19,10 @@
 
 #include "gdp-guard.h"
 #include "remote/gstgpufanremotewire.h"
+#include "remote/gstgpufanwirepay.h"
+
+/* The wire's payloader, registered under this name in this process. */
+#define kWirePay "gpufanlaneworkerpay"
 
 /* The most one GDP packet may carry: a 4K RGBA frame is 33 MB. */
 static constexpr guint kDefaultMaxPacket = 64 * 1024 * 1024;
@@ -53,7 +57,7 @@ static std::string
 srt_uri (const Worker & w, guint port)
 {
   std::string uri = "srt://" + w.host + ":" + std::to_string (port)
-      + "?mode=listener&transtype=file";
+      + "?mode=listener&" GST_GPUFAN_REMOTE_SRT_QUERY;
   if (w.peer_idle_timeout_ms > 0)
     uri += "&peeridletimeo=" + std::to_string (w.peer_idle_timeout_ms);
   return uri;
@@ -132,7 +136,7 @@ static GstElement *
 build_pipeline (Worker * w, std::string * error)
 {
   const std::string desc = "srtsrc name=in ! gdpdepay name=depay ! "
-      + w->branch + " ! gdppay name=pay ! srtsink name=out sync=false "
+      + w->branch + " ! " kWirePay " name=pay ! srtsink name=out sync=false "
       + "async=false";
   GError * err = nullptr;
   GstElement * pipeline = gst_parse_launch_full (desc.c_str (), nullptr,
@@ -370,6 +374,8 @@ main (int argc, char ** argv)
   g_free (branch);
   g_free (passphrase);
 
+  gst_element_register (nullptr, kWirePay, GST_RANK_NONE,
+      gst_gpufan_wire_pay_get_type ());
   w.pipeline = build_pipeline (&w, &error);
   if (!w.pipeline)
     return fail (error);
