@@ -5,6 +5,12 @@ gpufan-lane-worker processes, gpufanin. Checks:
 
   frames     every frame comes back once and in order (PTS), and the
              workers drain and exit 0 on SIGTERM;
+  chunks-frames, chunks-keyframes
+             chunk mode over two remote lanes (x264enc in the workers'
+             branch: raw frames encoded chunk by chunk, or an H.264 file
+             transcoded GOP by GOP with avdec_h264 ! x264enc): the output
+             decoded gives the same frames (hashes), in the same order, as
+             the same pipeline on two local lanes;
   refusals   the worker refuses a non-loopback --listen without
              --passphrase, gpufanremote refuses a non-loopback uri without
              passphrase (their texts), and a passphrase mismatch is a lane
@@ -15,9 +21,12 @@ Ports are chosen free per run (pairs PORT, PORT+1), so runs in parallel do
 not collide. Exit status 0 when the check passes.
 """
 
+import hashlib
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import gi
@@ -103,6 +112,82 @@ def check_frames(program):
             raise RuntimeError(f"worker exited {rc}: {out}")
 
 
+def decoded_frames(launch):
+    """[(pts, md5 of the decoded frame)] at the sink named fs."""
+    pipeline = Gst.parse_launch(launch)
+    frames = []
+
+    def probe(_pad, info):
+        buffer = info.get_buffer()
+        ok, mapped = buffer.map(Gst.MapFlags.READ)
+        frames.append((buffer.pts, hashlib.md5(mapped.data).hexdigest()))
+        buffer.unmap(mapped)
+        return Gst.PadProbeReturn.OK
+
+    pipeline.get_by_name("fs").get_static_pad("sink").add_probe(
+        Gst.PadProbeType.BUFFER, probe)
+    pipeline.set_state(Gst.State.PLAYING)
+    msg = pipeline.get_bus().timed_pop_filtered(
+        HUNG_AFTER_S * Gst.SECOND, Gst.MessageType.ERROR | Gst.MessageType.EOS)
+    pipeline.set_state(Gst.State.NULL)
+    if msg is None:
+        raise RuntimeError("hung: no EOS or ERROR within the deadline")
+    if msg.type != Gst.MessageType.EOS:
+        raise RuntimeError(f"pipeline error: {msg.parse_error()}")
+    return frames
+
+
+def check_chunks(program, mode):
+    frames = 120
+    # one thread: the same input gives the same bitstream on every run
+    enc = "x264enc threads=1 speed-preset=ultrafast key-int-max=1000"
+    caps = "video/x-raw,width=160,height=120,format=I420,framerate=30/1"
+    tmp = tempfile.mkdtemp(prefix="gpufan-remote-chunks-")
+    path = os.path.join(tmp, "in.h264")
+    try:
+        if mode == "keyframes":
+            subprocess.run(
+                ["gst-launch-1.0", "-q", "videotestsrc",
+                 f"num-buffers={frames}", "pattern=ball", "!", caps, "!",
+                 "x264enc", "key-int-max=15", "bframes=0", "!",
+                 "video/x-h264,stream-format=byte-stream", "!", "filesink",
+                 f"location={path}"], check=True, timeout=HUNG_AFTER_S)
+            head = (f"filesrc location={path} ! h264parse ! "
+                    "gpufanout name=f chunk=keyframes devices=cpu:2")
+            branch = f"avdec_h264 ! {enc}"
+        else:
+            head = (f"videotestsrc num-buffers={frames} pattern=ball ! "
+                    f"{caps} ! gpufanout name=f chunk=frames chunk-frames=15 "
+                    "devices=cpu:2")
+            branch = enc
+        tail = " gpufanin name=i ! h264parse ! avdec_h264 ! fakesink name=fs"
+        local = decoded_frames(head + tail + "".join(
+            f" f.src_{k} ! queue ! {branch} ! i.sink_{k}" for k in range(2)))
+        ports = [free_port_pair(), free_port_pair()]
+        workers = [start_worker(program, p, branch) for p in ports]
+        remote = decoded_frames(head + tail + "".join(
+            f" f.src_{k} ! gpufanremote uri=srt://127.0.0.1:{ports[k]} "
+            f"! i.sink_{k}" for k in range(2)))
+        for worker in workers:
+            rc, out = stop_worker(worker)
+            if rc != 0 or "client connected" not in out:
+                raise RuntimeError(f"worker exited {rc}: {out}")
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(tmp)
+    pts = [p for p, _ in remote]
+    if len(local) != frames or len(remote) != frames:
+        raise RuntimeError(f"{len(local)} local and {len(remote)} remote "
+                           f"frames of {frames}")
+    if pts != sorted(pts) or len(set(pts)) != frames:
+        raise RuntimeError("remote frames out of order or repeated")
+    differ = [i for i in range(frames) if local[i] != remote[i]]
+    if differ:
+        raise RuntimeError(f"{len(differ)} frames differ from the local "
+                           f"run's, first at {differ[0]}")
+
+
 def check_refusals(program):
     out = subprocess.run(
         [program, "--listen", "srt://192.0.2.1:7001", "--branch", "identity"],
@@ -138,7 +223,10 @@ def check_refusals(program):
 def main():
     Gst.init(None)
     program, check = sys.argv[1], sys.argv[2]
-    {"frames": check_frames, "refusals": check_refusals}[check](program)
+    {"frames": check_frames, "refusals": check_refusals,
+     "chunks-frames": lambda p: check_chunks(p, "frames"),
+     "chunks-keyframes": lambda p: check_chunks(p, "keyframes"),
+     }[check](program)
     print(f"{check}: ok")
     return 0
 
