@@ -305,6 +305,22 @@ gst_gpufan_pair_query_set_claimed (GstQuery * query)
   gst_structure_set (s, "claimed", G_TYPE_BOOLEAN, TRUE, nullptr);
 }
 
+void
+gst_gpufan_pair_query_set_serial_reset (GstQuery * query)
+{
+  GstStructure * s = gst_query_writable_structure (query);
+  gst_structure_set (s, "serial-reset", G_TYPE_BOOLEAN, TRUE, nullptr);
+}
+
+gboolean
+gst_gpufan_pair_query_serial_reset (GstQuery * query)
+{
+  gboolean serial = FALSE;
+  const GstStructure * s = gst_query_get_structure (query);
+  return s && gst_structure_get_boolean (s, "serial-reset", &serial)
+      && serial;
+}
+
 guint
 gst_gpufan_pair_query_get_depth (GstQuery * query)
 {

@@ -138,6 +138,13 @@ void gst_gpufan_pair_query_set_session (GstQuery * query,
     const std::shared_ptr<gpufan::FanInPort> & session, guint lane);
 void gst_gpufan_pair_query_set_claimed (GstQuery * query);
 gboolean gst_gpufan_pair_query_claimed (GstQuery * query);
+/* Set by a branch whose reset cannot overtake its drain (a remote lane: the
+ * flush crosses the wire after the drain, and the worker holds it until
+ * the drain is out): in chunk mode gpufanout then resets it right after the
+ * drain, without waiting for the fan-in to have the chunk, and the lane
+ * works on its next chunk while the last one's output is on its way. */
+void gst_gpufan_pair_query_set_serial_reset (GstQuery * query);
+gboolean gst_gpufan_pair_query_serial_reset (GstQuery * query);
 /* How many fan-out/fan-in pairs the query is inside of on its way: a pair
  * inside a branch forwards the query across itself (depth + 1 on entering,
  * - 1 on leaving) so that it reaches the outer pair's other end. */

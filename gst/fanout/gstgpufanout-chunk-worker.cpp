@@ -43,7 +43,8 @@ push_chunk_start (GstGpuFanOut * self, const LanePtr & lane,
  * would refuse everything from now on: when the fan-in did not get the
  * flush, the stream-start goes again, which ends their EOS too. */
 static void
-reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
+reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq,
+    bool settled)
 {
   gpufan::FanOutPort & session = *self->priv->session;
   const guint64 session_id = session.id ();
@@ -57,7 +58,8 @@ reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq)
   GstEvent * stop = gst_event_new_flush_stop (FALSE);
   gst_gpufan_event_set_item (stop, session_id, seq);
   gst_pad_push_event (lane->pad, stop);
-  if (session.LaneResets (lane->id) == resets) {
+  /* (unsettled, the fan-in gets the reset later: nothing to tell) */
+  if (settled && session.LaneResets (lane->id) == resets) {
     GstEvent * stream_start
         = gst_pad_get_sticky_event (lane->pad, GST_EVENT_STREAM_START, 0);
     if (stream_start) {
@@ -136,6 +138,19 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
   }
   if (!claimed || chunk.failed)
     return;
+  if (lane->serial_reset.load ()) {
+    /* the reset follows the drain on the wire and cannot overtake it: the
+     * lane goes on with its next chunk while this one's output travels
+     * (a failed branch shows as the lane's error, the worker closing) */
+    {
+      std::lock_guard<gpufan::Mutex> lk (lane->lock);
+      if (!lane->accepts_items_unlocked ())
+        return;
+    }
+    if (!session.flushing ())
+      reset_branch (self, lane, end.seq, false);
+    return;
+  }
   /* A branch with a queue returns from the EOS push at once: its outputs
    * are out only when the fan-in has the EOS. */
   const gint64 settle_start = session_now (self);
@@ -156,7 +171,7 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
   }
   if (session.flushing ())
     return;
-  reset_branch (self, lane, end.seq);
+  reset_branch (self, lane, end.seq, true);
 }
 
 void

@@ -308,6 +308,9 @@ public:
   /* Ask the branch whether a gpufanin is at its end before the next item
    * (the pairing probe's, not the lane's state). */
   std::atomic<bool> needs_probe{ true };
+  /* Its branch said (in the pairing probe) that a reset cannot overtake a
+   * drain: chunk mode resets it without waiting for the fan-in. */
+  std::atomic<bool> serial_reset{ false };
 
   /* Where the lane runs (under the element's lanes_lock). Placed once per
    * NULL->READY cycle, or earlier when a branch asks for its CUDA context,

@@ -116,6 +116,7 @@ fanout::probe_lanes (GstGpuFanOut * self)
         GST_ELEMENT (self));
     gboolean answered = gst_pad_peer_query (lane->pad, query);
     const bool claimed = answered && gst_gpufan_pair_query_claimed (query);
+    lane->serial_reset = claimed && gst_gpufan_pair_query_serial_reset (query);
     GST_DEBUG_OBJECT (lane->pad, "pairing probe: %s",
         claimed ? "claimed by a gpufanin" : "no gpufanin downstream");
     gst_query_unref (query);

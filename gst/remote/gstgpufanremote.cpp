@@ -139,8 +139,11 @@ gst_gpufan_remote_sink_query (GstPad * pad, GstObject * parent,
 {
   GstGpuFanRemote * self = GST_GPUFAN_REMOTE (parent);
   /* a gpufanout probes for the gpufanin at the end of its lane */
-  if (gst_gpufan_is_pair_query (query))
+  if (gst_gpufan_is_pair_query (query)) {
+    /* the worker holds a chunk's reset until its drain is out */
+    gst_gpufan_pair_query_set_serial_reset (query);
     return gst_pad_peer_query (self->srcpad, query);
+  }
   if (GST_QUERY_TYPE (query) == GST_QUERY_ALLOCATION)
     return TRUE; /* the bytes are copied onto the wire: any memory */
   return query_inside (pad, query);

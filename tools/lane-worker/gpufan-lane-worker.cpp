@@ -15,12 +15,18 @@
 #include <gst/gst.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 #include "gdp-guard.h"
 #include "remote/gstgpufanremotewire.h"
 #include "remote/gstgpufanwirepay.h"
 
+/* The item field of gpufanout's chunk events (its drain's EOS, its reset's
+ * flush): gstgpufanprotocol.cpp's ITEM_SEQ_FIELD. */
+static constexpr const char * kItemSeqField = "gpufan-seq";
 /* The wire's payloader, registered under this name in this process. */
 #define kWirePay "gpufanlaneworkerpay"
 
@@ -43,6 +49,15 @@ struct Worker {
   std::atomic<bool> client{ false };
   std::atomic<bool> reset_pending{ false };
   GdpGuard guard{ kDefaultMaxPacket };
+  /* Chunk mode: the client resets the branch (a flush naming the chunk)
+   * right after the chunk's drain (an EOS naming it), without waiting for
+   * the results; the flush is held until the drain is out of the branch,
+   * which a queue in the branch would otherwise let it overtake. */
+  std::mutex drain_lock;
+  std::condition_variable drain_cond;
+  bool drain_out = false;  /* the drain of drained_seq left the branch */
+  guint64 drained_seq = 0;
+  bool closing = false;    /* the pipeline is being torn down */
   guint drain_timeout_s = kDefaultDrainTimeoutS;
   int exit_code = 0;
 };
@@ -119,7 +134,17 @@ static GstPadProbeReturn
 drained_probe (GstPad *, GstPadProbeInfo * info, gpointer data)
 {
   Worker * w = static_cast<Worker *> (data);
-  if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) == GST_EVENT_EOS
+  GstEvent * event = GST_PAD_PROBE_INFO_EVENT (info);
+  const GstStructure * s = gst_event_get_structure (event);
+  guint64 seq = 0;
+  if (GST_EVENT_TYPE (event) == GST_EVENT_EOS && s
+      && gst_structure_get_uint64 (s, kItemSeqField, &seq)) {
+    std::lock_guard<std::mutex> lk (w->drain_lock);
+    w->drain_out = true;
+    w->drained_seq = seq;
+    w->drain_cond.notify_all ();
+  }
+  if (GST_EVENT_TYPE (event) == GST_EVENT_EOS
       && w->state.load () == State::kDraining)
     g_idle_add (
         [] (gpointer d) -> gboolean {
@@ -130,6 +155,43 @@ drained_probe (GstPad *, GstPadProbeInfo * info, gpointer data)
         },
         w);
   return GST_PAD_PROBE_OK;
+}
+
+/* A chunk's reset waits for its drain to leave the branch (see Worker). */
+static GstPadProbeReturn
+reset_gate_probe (GstPad *, GstPadProbeInfo * info, gpointer data)
+{
+  Worker * w = static_cast<Worker *> (data);
+  GstEvent * event = GST_PAD_PROBE_INFO_EVENT (info);
+  const GstStructure * s = gst_event_get_structure (event);
+  guint64 seq = 0;
+  if (GST_EVENT_TYPE (event) != GST_EVENT_FLUSH_START || !s
+      || !gst_structure_get_uint64 (s, kItemSeqField, &seq))
+    return GST_PAD_PROBE_OK;
+  std::unique_lock<std::mutex> lk (w->drain_lock);
+  const bool out = w->drain_cond.wait_for (lk,
+      std::chrono::seconds (w->drain_timeout_s), [w, seq] {
+        return w->closing || (w->drain_out && w->drained_seq == seq);
+      });
+  w->drain_out = false;
+  const bool closing = w->closing;
+  lk.unlock ();
+  if (!out && !closing)
+    client_gone (w, "the branch did not finish chunk "
+        + std::to_string (seq) + "'s drain within "
+        + std::to_string (w->drain_timeout_s) + " s");
+  return GST_PAD_PROBE_OK;
+}
+
+/* Wakes a held reset: the pipeline is about to stop (@closing), or starts
+ * again. */
+static void
+set_closing (Worker * w, bool closing)
+{
+  std::lock_guard<std::mutex> lk (w->drain_lock);
+  w->closing = closing;
+  w->drain_out = false;
+  w->drain_cond.notify_all ();
 }
 
 static GstElement *
@@ -173,6 +235,10 @@ build_pipeline (Worker * w, std::string * error)
   gst_object_unref (pad);
   gst_gpufan_remote_wire_payloader (pay);
   gst_gpufan_remote_wire_depayloader (depay);
+  pad = gst_element_get_static_pad (depay, "src");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_EVENT_FLUSH, reset_gate_probe,
+      w, nullptr);
+  gst_object_unref (pad);
   w->src = in;
   for (GstElement * e : { out, pay, depay })
     gst_object_unref (e);
@@ -185,6 +251,7 @@ start_pipeline (Worker * w)
 {
   w->guard.Reset ();
   w->client = false;
+  set_closing (w, false);
   if (gst_element_set_state (w->pipeline, GST_STATE_PLAYING)
       == GST_STATE_CHANGE_FAILURE)
     return false;
@@ -199,6 +266,7 @@ restart_pipeline (gpointer data)
   if (w->state.load () == State::kDraining)
     return G_SOURCE_REMOVE;
   w->state = State::kStarting;
+  set_closing (w, true);
   gst_element_set_state (w->pipeline, GST_STATE_NULL);
   w->reset_pending = false;
   if (!start_pipeline (w)) {
@@ -408,6 +476,7 @@ main (int argc, char ** argv)
       + std::to_string (w.port + 1) + "), branch \"" + w.branch + "\"");
   g_main_loop_run (w.loop);
 
+  set_closing (&w, true);
   gst_element_set_state (w.pipeline, GST_STATE_NULL);
   if (health) {
     g_socket_service_stop (health);
