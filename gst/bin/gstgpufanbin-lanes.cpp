@@ -193,19 +193,30 @@ fanbin::build_lanes (GstGpuFanBin * self)
   GST_OBJECT_LOCK (self);
   const std::string branch = self->branch ? self->branch : "";
   const guint wanted = self->lanes;
+  const std::string remote_text = self->remote_lanes ? self->remote_lanes : "";
   GST_OBJECT_UNLOCK (self);
 
-  if (branch.find_first_not_of (" \t\r\n") == std::string::npos) {
+  std::string error;
+  std::vector<std::string> remotes;
+  if (!fanbin::parse_remote_lanes (remote_text, &remotes, &error)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error.c_str ()),
+        ("remote-lanes=\"%s\"", remote_text.c_str ()));
+    return FALSE;
+  }
+  /* with remote lanes, local ones only as many as `lanes` asks for */
+  const bool local_wanted = remotes.empty () || wanted > 0;
+  if (local_wanted
+      && branch.find_first_not_of (" \t\r\n") == std::string::npos) {
     GST_ELEMENT_ERROR (self, CORE, STATE_CHANGE,
         ("gpufanbin has no branch: set branch to a gst-launch description of "
          "one lane, e.g. branch=\"videoconvert ! gaussianblur\""),
         (NULL));
     return FALSE;
   }
-  std::string error;
-  const guint count = lane_count (self, wanted, &error);
-  if (count == 0 || count > fanbin::kMaxLanes) {
-    const std::string text = count == 0
+  const guint local = local_wanted ? lane_count (self, wanted, &error) : 0;
+  const guint count = local + (guint)remotes.size ();
+  if ((local_wanted && local == 0) || count > fanbin::kMaxLanes) {
+    const std::string text = local_wanted && local == 0
         ? error
         : "gpufanbin makes at most " + std::to_string (fanbin::kMaxLanes) + " lanes";
     GST_ELEMENT_ERROR (self, CORE, STATE_CHANGE, ("%s", text.c_str ()), (NULL));
@@ -222,7 +233,19 @@ fanbin::build_lanes (GstGpuFanBin * self)
   gboolean ok = gst_element_set_state (self->fanout, GST_STATE_READY)
       != GST_STATE_CHANGE_FAILURE; /* the fan-out posted why */
 
-  for (guint i = 0; ok && i < count; i++) {
+  for (guint i = local; ok && i < count; i++) {
+    guint lane_id = 0;
+    g_object_get (outs[i], "lane", &lane_id, nullptr);
+    GstElement * lane = fanbin::make_remote_lane (self, remotes[i - local],
+        lane_id, &error);
+    if (!lane || !fanbin::add_lane (self, lane, outs[i], ins[i], false,
+            &error)) {
+      BRANCH_ERROR (self, "Remote lane " + remotes[i - local] + ": " + error,
+          "remote-lanes=\"" + remote_text + "\"");
+      ok = FALSE;
+    }
+  }
+  for (guint i = 0; ok && i < local; i++) {
     guint lane_id = 0;
     g_object_get (outs[i], "lane", &lane_id, nullptr);
     const gint gpu = fanbin::placed_gpu (self, lane_id);
@@ -256,6 +279,7 @@ fanbin::build_lanes (GstGpuFanBin * self)
   for (GstPad * pad : ins)
     gst_object_unref (pad);
   if (ok)
-    GST_INFO_OBJECT (self, "%u lanes of \"%s\"", count, branch.c_str ());
+    GST_INFO_OBJECT (self, "%u lanes of \"%s\", %zu remote", local,
+        branch.c_str (), remotes.size ());
   return ok;
 }

@@ -8,6 +8,7 @@
  *                               (lane-restart-delay)
  *   gstgpufanbin-laneprops.cpp  lane-properties: the same setting on
  *                               every lane
+ *   gstgpufanbin-remote.cpp     remote-lanes: gpufanremote lanes
  * It reaches the fan-out and fan-in through their public interface only
  * (properties, pads, gpufanout's action signals). */
 #pragma once
@@ -37,6 +38,8 @@ struct _GstGpuFanBin {
   guint lanes;
   guint64 restart_delay_ns; /* lane-restart-delay */
   gchar * lane_properties;  /* lane-properties, as the user wrote it */
+  gchar * remote_lanes;     /* remote-lanes, as the user wrote it */
+  gchar * remote_passphrase;
 
   /* The built lanes, between NULL->READY and READY->NULL: built by the
    * state change, and by recovery while streaming. */
@@ -102,6 +105,19 @@ bool apply_lane_properties (GstElement * lane, const GstStructure * settings,
 /* lane-properties changed: every built lane gets the new settings (a
  * WARNING says which did not apply). */
 void apply_lane_properties_to_running (GstGpuFanBin * self);
+
+/* Remote lanes (gstgpufanbin-remote.cpp) */
+/* remote-lanes ("srt://a:7001, srt://b:7001") as URIs; false with *error
+ * set at the first that is not srt://HOST:PORT. */
+bool parse_remote_lanes (const std::string & text,
+    std::vector<std::string> * uris, std::string * error);
+/* A gpufanremote for the worker at @uri (remote-passphrase as its
+ * passphrase), named and marked as lane @lane_id's, or nullptr with *error
+ * set. */
+GstElement * make_remote_lane (GstGpuFanBin * self, const std::string & uri,
+    guint lane_id, std::string * error);
+/* The worker URI of lane @lane_id's branch, "" for a local lane. */
+std::string remote_uri_of_lane (GstGpuFanBin * self, guint lane_id);
 
 /* Recovery (gstgpufanbin-recovery.cpp) */
 Recovery * recovery_new (void);

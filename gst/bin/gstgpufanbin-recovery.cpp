@@ -121,7 +121,12 @@ rebuild (GstGpuFanBin * self, const Job & job)
       self->recovery->backoff.StandIn (lane_id, job.place);
     }
     gpu = placed_gpu (self, lane_id);
-    if (branch_for_gpu (branch, gpu, &bound, &error))
+    /* a remote lane stays a lane of its worker: one that came back is
+     * picked up (while it is down, the lane does not start: tried again) */
+    const std::string remote = remote_uri_of_lane (self, job.lane);
+    if (!remote.empty ())
+      lane = make_remote_lane (self, remote, lane_id, &error);
+    else if (branch_for_gpu (branch, gpu, &bound, &error))
       lane = make_lane_branch (self, bound, lane_id, gpu, &error);
   } else if (go) {
     error = "no pad for a new lane";

@@ -59,6 +59,8 @@ enum {
   BIN_PROP_LANES,
   BIN_PROP_RESTART_DELAY,
   BIN_PROP_LANE_PROPERTIES,
+  BIN_PROP_REMOTE_LANES,
+  BIN_PROP_REMOTE_PASSPHRASE,
   BIN_PROP_FIRST_CHILD,
 };
 
@@ -190,6 +192,18 @@ gst_gpufan_bin_set_property (GObject * object, guint prop_id,
       GST_OBJECT_UNLOCK (self);
       fanbin::apply_lane_properties_to_running (self);
       break;
+    case BIN_PROP_REMOTE_LANES:
+      GST_OBJECT_LOCK (self);
+      g_free (self->remote_lanes);
+      self->remote_lanes = g_value_dup_string (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case BIN_PROP_REMOTE_PASSPHRASE:
+      GST_OBJECT_LOCK (self);
+      g_free (self->remote_passphrase);
+      self->remote_passphrase = g_value_dup_string (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
     default:
       if (prop_id >= BIN_PROP_FIRST_CHILD)
         g_object_set_property (G_OBJECT (child_for (self, prop_id)),
@@ -225,6 +239,11 @@ gst_gpufan_bin_get_property (GObject * object, guint prop_id, GValue * value,
     case BIN_PROP_LANE_PROPERTIES:
       GST_OBJECT_LOCK (self);
       g_value_set_string (value, self->lane_properties);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case BIN_PROP_REMOTE_LANES:
+      GST_OBJECT_LOCK (self);
+      g_value_set_string (value, self->remote_lanes);
       GST_OBJECT_UNLOCK (self);
       break;
     default:
@@ -381,6 +400,8 @@ gst_gpufan_bin_finalize (GObject * object)
   delete self->branches;
   g_free (self->branch);
   g_free (self->lane_properties);
+  g_free (self->remote_lanes);
+  g_free (self->remote_passphrase);
   G_OBJECT_CLASS (gst_gpufan_bin_parent_class)->finalize (object);
 }
 
@@ -472,6 +493,40 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
           nullptr,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanBin:remote-lanes:
+   *
+   * Lanes run by gpufan-lane-worker processes elsewhere, as comma-separated
+   * `srt://HOST:PORT` URIs (`srt://a:7001,srt://b:7001`): each is one more
+   * lane whose branch is a `gpufanremote` to that worker (which runs its own
+   * `--branch`). With remote lanes, `lanes` local lanes are built next to
+   * them (0: none, and `branch` may stay unset); without, `lanes` means what
+   * it always did. A remote lane that fails is built again after
+   * `lane-restart-delay` like any lane, to the same worker: a worker that
+   * came back (a restart) is picked up, one still down is tried again.
+   */
+  g_object_class_install_property (gobject_class, BIN_PROP_REMOTE_LANES,
+      g_param_spec_string ("remote-lanes", "Remote lanes",
+          "Lanes in gpufan-lane-worker processes: comma-separated "
+          "srt://HOST:PORT (one lane each, next to `lanes` local lanes)",
+          nullptr,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
+
+  /**
+   * GstGpuFanBin:remote-passphrase:
+   *
+   * The SRT passphrase of the remote lanes (their workers' `--passphrase`),
+   * required for a worker that is not on a loopback address.
+   */
+  g_object_class_install_property (gobject_class, BIN_PROP_REMOTE_PASSPHRASE,
+      g_param_spec_string ("remote-passphrase", "Remote passphrase",
+          "SRT passphrase of the remote lanes (the workers' --passphrase; "
+          "required unless they are on a loopback address)",
+          nullptr,
+          (GParamFlags)(G_PARAM_WRITABLE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_READY)));
 
   /* The children's own properties, under the same names. */
   GObjectClass * fanout_class

@@ -11,6 +11,9 @@ gpufan-lane-worker processes, gpufanin. Checks:
              transcoded GOP by GOP with avdec_h264 ! x264enc): the output
              decoded gives the same frames (hashes), in the same order, as
              the same pipeline on two local lanes;
+  bin        gpufanbin remote-lanes= with the two workers (no local lane),
+             chunk=frames: the same decoded frames as gpufanbin's two
+             local lanes;
   refusals   the worker refuses a non-loopback --listen without
              --passphrase, gpufanremote refuses a non-loopback uri without
              passphrase (their texts), and a passphrase mismatch is a lane
@@ -188,6 +191,28 @@ def check_chunks(program, mode):
                            f"run's, first at {differ[0]}")
 
 
+def check_bin(program):
+    frames = 120
+    enc = "x264enc threads=1 speed-preset=ultrafast key-int-max=1000"
+    head = (f"videotestsrc num-buffers={frames} pattern=ball ! "
+            "video/x-raw,width=160,height=120,format=I420,framerate=30/1 ! "
+            "gpufanbin chunk=frames chunk-frames=15 ")
+    tail = " ! h264parse ! avdec_h264 ! fakesink name=fs"
+    local = decoded_frames(
+        head + f"lanes=2 devices=cpu:2 branch=\"{enc}\"" + tail)
+    ports = [free_port_pair(), free_port_pair()]
+    workers = [start_worker(program, p, enc) for p in ports]
+    uris = ",".join(f"srt://127.0.0.1:{p}" for p in ports)
+    remote = decoded_frames(head + f"remote-lanes=\"{uris}\"" + tail)
+    for worker in workers:
+        rc, out = stop_worker(worker)
+        if rc != 0 or "client connected" not in out:
+            raise RuntimeError(f"worker exited {rc}: {out}")
+    if len(local) != frames or remote != local:
+        raise RuntimeError(f"{len(local)} local, {len(remote)} remote frames "
+                           f"of {frames}; the same: {remote == local}")
+
+
 def check_refusals(program):
     out = subprocess.run(
         [program, "--listen", "srt://192.0.2.1:7001", "--branch", "identity"],
@@ -226,6 +251,7 @@ def main():
     {"frames": check_frames, "refusals": check_refusals,
      "chunks-frames": lambda p: check_chunks(p, "frames"),
      "chunks-keyframes": lambda p: check_chunks(p, "keyframes"),
+     "bin": check_bin,
      }[check](program)
     print(f"{check}: ok")
     return 0
