@@ -50,6 +50,15 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS ("application/x-gdp"));
 
+/* Big-endian, a byte at a time: header fields sit at odd offsets, and
+ * GStreamer's GST_WRITE_* macros store unaligned words (UBSan). */
+static void
+put_be (guint8 * at, guint64 value, guint bytes)
+{
+  for (guint i = 0; i < bytes; i++)
+    at[i] = (guint8) (value >> (8 * (bytes - 1 - i)));
+}
+
 static GstBuffer *
 packet_new (guint16 type, guint32 payload_length)
 {
@@ -60,8 +69,8 @@ packet_new (guint16 type, guint32 payload_length)
   guint8 * h = map.data;
   memset (h, 0, kGdpHeaderLength);
   h[0] = 1; /* version 1.0 */
-  GST_WRITE_UINT16_BE (h + 4, type);
-  GST_WRITE_UINT32_BE (h + 6, payload_length);
+  put_be (h + 4, type, 2);
+  put_be (h + 6, payload_length, 4);
   gst_buffer_unmap (packet, &map);
   return packet;
 }
@@ -71,7 +80,7 @@ static void
 packet_set_u64 (GstBuffer * packet, gsize offset, guint64 value)
 {
   guint8 bytes[8];
-  GST_WRITE_UINT64_BE (bytes, value);
+  put_be (bytes, value, 8);
   gst_buffer_fill (packet, offset, bytes, sizeof (bytes));
 }
 
@@ -130,7 +139,7 @@ gst_gpufan_wire_pay_chain (GstPad *, GstObject * parent, GstBuffer * buffer)
       | GST_BUFFER_FLAG_DISCONT | GST_BUFFER_FLAG_HEADER | GST_BUFFER_FLAG_GAP
       | GST_BUFFER_FLAG_DELTA_UNIT);
   guint8 flags[2];
-  GST_WRITE_UINT16_BE (flags, kept);
+  put_be (flags, kept, 2);
   gst_buffer_fill (packet, 42, flags, sizeof (flags));
   packet_set_u64 (packet, 44, GST_BUFFER_DTS (buffer));
   /* the frame's memory, not a copy of it */

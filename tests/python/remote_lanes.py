@@ -14,6 +14,11 @@ gpufan-lane-worker processes, gpufanin. Checks:
   bin        gpufanbin remote-lanes= with the two workers (no local lane),
              chunk=frames: the same decoded frames as gpufanbin's two
              local lanes;
+  fuzz       corrupted input to one worker: a GDP stream cut short in a
+             packet, a huge length field, random byte flips (seeded) of a
+             valid stream, garbage: the worker says why it dropped the
+             client, never crashes, and serves the next client (frames
+             through it come back in order); run in the ASan build too;
   refusals   the worker refuses a non-loopback --listen without
              --passphrase, gpufanremote refuses a non-loopback uri without
              passphrase (their texts), and a passphrase mismatch is a lane
@@ -59,9 +64,13 @@ def free_port_pair():
 
 
 def start_worker(program, port, branch="identity", extra=()):
+    env = dict(os.environ)
+    if os.environ.get("GPUFAN_WORKER_ASAN_OPTIONS"):
+        env["ASAN_OPTIONS"] = os.environ["GPUFAN_WORKER_ASAN_OPTIONS"]
     worker = subprocess.Popen(
         [program, "--listen", f"srt://127.0.0.1:{port}", "--branch", branch,
-         *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+         *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env)
     # it says so once it listens
     line = worker.stdout.readline()
     if "listening on" not in line:
@@ -213,6 +222,120 @@ def check_bin(program):
                            f"of {frames}; the same: {remote == local}")
 
 
+def gdp_stream(frames):
+    """A valid GDP byte stream (gdppay's) of a few small raw frames."""
+    pipeline = Gst.parse_launch(
+        f"videotestsrc num-buffers={frames} ! "
+        "video/x-raw,format=GRAY8,width=16,height=16,framerate=30/1 ! "
+        "gdppay ! appsink name=sink sync=false")
+    sink = pipeline.get_by_name("sink")
+    pipeline.set_state(Gst.State.PLAYING)
+    data = b""
+    while True:
+        sample = sink.emit("try-pull-sample", HUNG_AFTER_S * Gst.SECOND)
+        if sample is None:
+            break
+        buffer = sample.get_buffer()
+        data += buffer.extract_dup(0, buffer.get_size())
+    pipeline.set_state(Gst.State.NULL)
+    if not data:
+        raise RuntimeError("no GDP bytes made")
+    return data
+
+
+def send_raw(port, data):
+    """Sends @data to a worker as a client would; returns what closes the
+    connection (SRT in live mode drops what is not yet delivered when a
+    peer closes: the worker must have read it first)."""
+    query = "tsbpdmode=0&tlpktdrop=0"
+    # the results' side too, as a client has it (the worker's sender waits
+    # for it)
+    back = Gst.parse_launch(
+        f"srtsrc uri=\"srt://127.0.0.1:{port + 1}?{query}\" "
+        "auto-reconnect=false ! fakesink sync=false")
+    back.set_state(Gst.State.PLAYING)
+    pipeline = Gst.parse_launch(
+        "appsrc name=src format=bytes ! srtsink sync=false auto-reconnect=false "
+        f"uri=\"srt://127.0.0.1:{port}?{query}\"")
+    src = pipeline.get_by_name("src")
+    pipeline.set_state(Gst.State.PLAYING)
+    for i in range(0, len(data), 1000):
+        src.emit("push-buffer", Gst.Buffer.new_wrapped(data[i:i + 1000]))
+    src.emit("end-of-stream")
+    # srtsink's EOS: everything was handed to SRT
+    msg = pipeline.get_bus().timed_pop_filtered(
+        HUNG_AFTER_S * Gst.SECOND, Gst.MessageType.ERROR | Gst.MessageType.EOS)
+    if msg is None:
+        raise RuntimeError("hung sending the corrupted stream")
+
+    def close():
+        pipeline.set_state(Gst.State.NULL)
+        back.set_state(Gst.State.NULL)
+    return close
+
+
+def wait_for_line(worker, text):
+    """The worker's output up to a line with @text (ends at its exit)."""
+    seen = []
+    for line in worker.stdout:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise RuntimeError(f"worker exited without '{text}': {''.join(seen)}")
+
+
+def check_fuzz(program):
+    import random
+    good = gdp_stream(10)
+    rng = random.Random(28)
+    header = bytearray(good[:62])
+    huge = bytes(header[:6]) + (0xFFFFFFF0).to_bytes(4, "big") + \
+        bytes(header[10:]) + b"x" * 1000
+    # (name, bytes, whether the worker can only tell once the client left)
+    cases = [("cut short", good[:len(good) - 37], True),
+             ("huge length", huge, False),
+             ("garbage", bytes(rng.randrange(256) for _ in range(5000)),
+              False)]
+    for n in range(6):
+        flipped = bytearray(good)
+        for _ in range(1 + n * 3):
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+        # a flip in a frame's bytes is no error: the client leaves
+        cases.append((f"flips {n}", bytes(flipped), True))
+    port = free_port_pair()
+    worker = start_worker(program, port)
+    try:
+        for name, data, leaves in cases:
+            close = send_raw(port, data)
+            if leaves:
+                close()
+            out = wait_for_line(worker, "client disconnected")
+            # the worker listens again once the client is gone
+            if not leaves:
+                close()
+            out += wait_for_line(worker, "waiting for the next client")
+            if "client disconnected" not in out:
+                raise RuntimeError(f"{name}: {out}")
+            why = [l for l in out.splitlines() if "disconnected" in l][0]
+            print(f"{name}: {why}")
+            if name == "huge length" and "announces 4294967280 bytes" \
+                    not in why:
+                raise RuntimeError(f"huge length: {why}")
+        msg, pts = run(
+            "videotestsrc num-buffers=30 ! video/x-raw,width=64,height=48 "
+            "! gpufanout name=f gpufanin name=i ! fakesink name=fs "
+            f"sync=false f.src_0 ! gpufanremote uri=srt://127.0.0.1:{port} "
+            "! i.sink_0")
+        if msg.type != Gst.MessageType.EOS or len(pts) != 30 or \
+                pts != sorted(pts):
+            raise RuntimeError(f"the next client got {len(pts)} frames")
+        wait_for_line(worker, "waiting for the next client")
+    finally:
+        rc, out = stop_worker(worker)
+    if rc != 0:
+        raise RuntimeError(f"worker exited {rc}: {out}")
+
+
 def check_refusals(program):
     out = subprocess.run(
         [program, "--listen", "srt://192.0.2.1:7001", "--branch", "identity"],
@@ -246,12 +369,24 @@ def check_refusals(program):
 
 
 def main():
+    # Under the ASan test setup the sanitizer runtime is preloaded into
+    # every process: the workers are what is checked for leaks, not Python
+    # (whose allocations LeakSanitizer would report at exit) nor the plugin
+    # scanner it starts. This script runs again without leak checks and
+    # gives the workers the setup's options.
+    options = os.environ.get("ASAN_OPTIONS", "")
+    if "detect_leaks=1" in options and \
+            "GPUFAN_WORKER_ASAN_OPTIONS" not in os.environ:
+        env = dict(os.environ, GPUFAN_WORKER_ASAN_OPTIONS=options,
+                   ASAN_OPTIONS=options.replace("detect_leaks=1",
+                                                "detect_leaks=0"))
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
     Gst.init(None)
     program, check = sys.argv[1], sys.argv[2]
     {"frames": check_frames, "refusals": check_refusals,
      "chunks-frames": lambda p: check_chunks(p, "frames"),
      "chunks-keyframes": lambda p: check_chunks(p, "keyframes"),
-     "bin": check_bin,
+     "bin": check_bin, "fuzz": check_fuzz,
      }[check](program)
     print(f"{check}: ok")
     return 0
