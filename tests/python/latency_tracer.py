@@ -8,11 +8,13 @@ that follows it reaches the sink. Through a gpufanout/gpufanin pair the
 probes must pass the lanes in their place in the stream, so the pair gives
 one record per frame, as the same branch without the pair does.
 
-gpufanbin is a GstBin, and the tracer (GStreamer 1.22 and later) logs
-nothing when the element before the sink is a bin: the element that pushes
-into the sink is then the bin's ghost pad. The test checks that gpufanbin
-gives the same count as a plain bin around the same branch, and prints
-both (docs/elements.md, "Latency with GStreamer's tracer").
+Through gpufanbin with an element after it (`gpufanbin ! queue ! sink`) the
+tracer gives one record per frame too. gpufanbin is a GstBin, and the
+tracer (GStreamer 1.22 and later) logs nothing when the element right
+before the sink is a bin: the pad that pushes into the sink is then the
+bin's ghost pad. The test checks that gpufanbin right before the sink gives
+the same count as a plain bin there, and prints both (docs/elements.md,
+"Latency with GStreamer's tracer").
 
 Exit status 0 when the counts are as above, 1 otherwise.
 """
@@ -56,6 +58,8 @@ def main():
         "plain branch": src + " ! queue ! identity ! fakesink name=out",
         "gpufanout/gpufanin": src + " ! gpufanout name=f devices=cpu:3 "
                                     "gpufanin name=m ! fakesink name=out " + lanes,
+        "gpufanbin ! queue": src + " ! gpufanbin devices=cpu:3 branch=\"queue ! identity\" "
+                                   "! queue ! fakesink name=out",
         "plain bin": src + " ! bin.( queue ! identity ) ! fakesink name=out",
         "gpufanbin": src + " ! gpufanbin devices=cpu:3 branch=\"queue ! identity\" "
                            "! fakesink name=out",
@@ -78,6 +82,10 @@ def main():
         print("FAIL: the pair gives %d records, the plain branch %d: "
               "probe events lost or out of place in the lanes" %
               (counts["gpufanout/gpufanin"], counts["plain branch"]))
+        failed = True
+    if counts["gpufanbin ! queue"] != FRAMES:
+        print("FAIL: gpufanbin ! queue gives %d records for %d frames" %
+              (counts["gpufanbin ! queue"], FRAMES))
         failed = True
     if counts["gpufanbin"] != counts["plain bin"]:
         print("FAIL: gpufanbin gives %d records, a plain bin %d" %
