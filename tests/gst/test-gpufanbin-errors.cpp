@@ -147,7 +147,8 @@ TEST(GpuFanBinErrors, WordPropertiesAreEnumsAndTimesStateTheirUnit) {
       if (G_IS_PARAM_SPEC_STRING(specs[i])) {
         EXPECT_TRUE(name == "name" || name == "devices" ||
                     name == "min-compute-capability" || name == "trace-file" ||
-                    name == "branch" || name == "lane-properties")
+                    name == "branch" || name == "lane-properties" ||
+                    name == "remote-lanes" || name == "remote-passphrase")
             << "a new string property: an enum if it takes fixed words";
       }
       for (const char *word : {"policy", "staging", "chunk", "on-lane-error",

@@ -78,10 +78,14 @@ def start_worker(program, port, branch="identity", extra=()):
     return worker
 
 
-def stop_worker(worker):
+def stop_worker(worker, client=False):
+    """SIGTERM; with @client, once the worker saw its client go (a SIGTERM
+    as the client leaves waits for --drain-timeout: see elements.md)."""
+    seen = wait_for_line(worker, "waiting for the next client") \
+        if client else ""
     worker.terminate()
     out, _ = worker.communicate(timeout=HUNG_AFTER_S)
-    return worker.returncode, out
+    return worker.returncode, seen + out
 
 
 def run(launch, sink="fs"):
@@ -119,7 +123,7 @@ def check_frames(program):
     if len(pts) != frames or pts != sorted(pts) or len(set(pts)) != frames:
         raise RuntimeError(f"{len(pts)} frames, in order: {pts == sorted(pts)}")
     for worker in workers:
-        rc, out = stop_worker(worker)
+        rc, out = stop_worker(worker, client=True)
         if rc != 0 or "client connected" not in out:
             raise RuntimeError(f"worker exited {rc}: {out}")
 
@@ -181,7 +185,7 @@ def check_chunks(program, mode):
             f" f.src_{k} ! gpufanremote uri=srt://127.0.0.1:{ports[k]} "
             f"! i.sink_{k}" for k in range(2)))
         for worker in workers:
-            rc, out = stop_worker(worker)
+            rc, out = stop_worker(worker, client=True)
             if rc != 0 or "client connected" not in out:
                 raise RuntimeError(f"worker exited {rc}: {out}")
     finally:
@@ -214,7 +218,7 @@ def check_bin(program):
     uris = ",".join(f"srt://127.0.0.1:{p}" for p in ports)
     remote = decoded_frames(head + f"remote-lanes=\"{uris}\"" + tail)
     for worker in workers:
-        rc, out = stop_worker(worker)
+        rc, out = stop_worker(worker, client=True)
         if rc != 0 or "client connected" not in out:
             raise RuntimeError(f"worker exited {rc}: {out}")
     if len(local) != frames or remote != local:
