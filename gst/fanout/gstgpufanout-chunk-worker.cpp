@@ -74,6 +74,30 @@ reset_branch (GstGpuFanOut * self, const LanePtr & lane, guint64 seq,
     gst_pad_push_event (lane->pad, segment);
 }
 
+/* We or a bin around us are on the way down to READY: a bin changes its
+ * children's states from the sinks up, so the branch's elements (and the
+ * fan-in) stop before we do, and refuse what our lanes still push. Their
+ * targets are set before any child changes. */
+static bool
+stopping (GstGpuFanOut * self)
+{
+  bool stop = false;
+  GstObject * obj = GST_OBJECT (gst_object_ref (self));
+  while (obj && !stop) {
+    if (GST_IS_ELEMENT (obj)) {
+      GST_OBJECT_LOCK (obj);
+      stop = GST_STATE_TARGET (obj) < GST_STATE_PAUSED;
+      GST_OBJECT_UNLOCK (obj);
+    }
+    GstObject * parent = gst_object_get_parent (obj);
+    gst_object_unref (obj);
+    obj = parent;
+  }
+  if (obj)
+    gst_object_unref (obj);
+  return stop;
+}
+
 /* The branch refused the drain's EOS while the lane runs: not our flush,
  * deactivation or unlink, so an element of the branch failed (a queue whose
  * downstream returned an error answers EOS with that error). */
@@ -101,17 +125,25 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
   session.SetItemUnits (lane->id, end.seq, end.chunk_frames,
       self->priv->streaming.chunk_frames);
   const bool claimed = session.IsLaneClaimed (lane->id);
-  bool refused = false;
+  bool refused = false, stopped = false;
   if (claimed && !chunk.failed) {
     GstEvent * eos = gst_event_new_eos ();
     gst_gpufan_event_set_item (eos, session.id (), end.seq);
     GST_LOG_OBJECT (lane->pad, "draining chunk %" G_GUINT64_FORMAT, end.seq);
     const gint64 drain_start = session_now (self);
-    if (!gst_pad_push_event (lane->pad, eos)
-        && drain_refused_by_branch (self, lane)) {
-      GST_DEBUG_OBJECT (lane->pad, "the branch refused the drain of chunk %"
-          G_GUINT64_FORMAT, end.seq);
-      chunk.failed = refused = true;
+    if (!gst_pad_push_event (lane->pad, eos)) {
+      if (stopping (self)) {
+        /* the branch stopped under it: no failure, which would post an
+         * error that the next run finds on the bus; the stop resets the
+         * branch */
+        GST_DEBUG_OBJECT (lane->pad, "stopping: drain of chunk %"
+            G_GUINT64_FORMAT " refused", end.seq);
+        stopped = true;
+      } else if (drain_refused_by_branch (self, lane)) {
+        GST_DEBUG_OBJECT (lane->pad, "the branch refused the drain of chunk %"
+            G_GUINT64_FORMAT, end.seq);
+        chunk.failed = refused = true;
+      }
     }
     lane->timer->Add (gpufan::LaneTime::kPush, drain_start, session_now (self),
         end.seq);
@@ -136,7 +168,7 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
     lane_set_result (self, lane, GST_FLOW_ERROR, link_generation);
     return;
   }
-  if (!claimed || chunk.failed)
+  if (!claimed || chunk.failed || stopped)
     return;
   if (lane->serial_reset.load ()) {
     /* the reset follows the drain on the wire and cannot overtake it: the

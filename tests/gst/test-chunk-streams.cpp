@@ -218,13 +218,15 @@ TEST(ChunkStreams, StreamsAreCutIntoTheirOwnChunksOnSharedLanes) {
   const std::vector<Stream> streams = {
       {90, 10, 64, 64}, {60, 15, 96, 64}, {42, 7, 64, 48}};
   constexpr size_t kChunkFrames = 6;
+  // what the probes write into outlives the pipeline: an assertion that
+  // returns early leaves its streaming threads running until it is gone
+  std::vector<Frames> in(streams.size()), out(streams.size());
+  Frames lanes[2];
   // round-robin: every lane gets chunks (a lane being filled is skipped)
   LaunchedPipeline p(Launch("policy=round-robin", kChunkFrames,
                             Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
-  std::vector<Frames> in(streams.size()), out(streams.size());
   WatchStreams(p, in, out);
-  Frames lanes[2];
   p.AddProbe("dec_0", "sink", kWatch, &Frames::Probe, &lanes[0]);
   p.AddProbe("dec_1", "sink", kWatch, &Frames::Probe, &lanes[1]);
   ASSERT_TRUE(p.PlayToEos());
@@ -249,10 +251,10 @@ TEST(ChunkStreams, OneStreamOnASinkPadOfItsOwn) {
     GTEST_SKIP() << missing << " is not installed";
   const Stream s{40, 8, 64, 64};
   constexpr size_t kChunkFrames = 8;
+  Frames in, out;  // outlive the pipeline (its threads write into them)
   LaunchedPipeline p(
       Launch("", kChunkFrames, Lane(0, true) + Lane(1, true), {s}));
   ASSERT_TRUE(p.ok());
-  Frames in, out;
   p.AddProbe("in_0", "sink", kWatch, &FromZero, nullptr);
   p.AddProbe("in_0", "src", kWatch, &Frames::Probe, &in);
   p.AddProbe("out_0", "sink", kWatch, &Frames::Probe, &out);
@@ -270,10 +272,11 @@ TEST(ChunkStreams, ReorderingLanesKeepEachStreamsTimes) {
     GTEST_SKIP() << missing << " is not installed";
   const std::vector<Stream> streams = {{48, 8, 64, 64}, {30, 10, 96, 64}};
   constexpr size_t kChunkFrames = 8;
+  // outlive the pipeline (its threads write into them)
+  std::vector<Frames> in(streams.size()), out(streams.size());
   LaunchedPipeline p(
       Launch("", kChunkFrames, Lane(0, true, 2) + Lane(1, false, 2), streams));
   ASSERT_TRUE(p.ok());
-  std::vector<Frames> in(streams.size()), out(streams.size());
   WatchStreams(p, in, out);
   ASSERT_TRUE(p.PlayToEos());
   for (size_t k = 0; k < streams.size(); ++k) {
@@ -390,13 +393,13 @@ TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
   constexpr size_t kChunkFrames = 10;
   HeldInput held;  // outlives the pipeline: its thread may wait in it
   held.hold_at = 45;
+  AfterFlush out0;  // these too: its threads write into them
+  Frames in1, out1;
   LaunchedPipeline p(
       Launch("", kChunkFrames, Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
   // a failed assertion ends the hold, or the pipeline could not stop
   HeldInput::Release release{held};
-  AfterFlush out0;
-  Frames in1, out1;
   const auto flushes =
       static_cast<GstPadProbeType>(kWatch | GST_PAD_PROBE_TYPE_EVENT_FLUSH);
   p.AddProbe("in_0", "sink", kWatch, &FromZero, nullptr);
@@ -437,7 +440,8 @@ TEST(ChunkStreams, AFlushingSeekOnOneStreamLeavesTheOtherWhole) {
 
 // Stopped (READY) while stream 0's chunk is open on a lane (its source held
 // in the middle of a chunk, stream 1 ended), then played again: the second
-// run is whole (no lane stays taken by the first run's open chunk).
+// run is whole (no lane stays taken by the first run's open chunk, and no
+// error of the first run's stop is left on the bus).
 TEST(ChunkStreams, StoppedWithAnOpenChunkThenAWholeRun) {
   if (const char *missing = MissingElement())
     GTEST_SKIP() << missing << " is not installed";
@@ -445,17 +449,19 @@ TEST(ChunkStreams, StoppedWithAnOpenChunkThenAWholeRun) {
   constexpr size_t kChunkFrames = 10;
   HeldInput held;     // outlives the pipeline: its thread may wait in it
   held.hold_at = 16;  // frames 10..14 make the open chunk
+  // these too: its threads write into them
+  std::vector<Frames> in(streams.size()), out(streams.size());
   LaunchedPipeline p(
       Launch("", kChunkFrames, Lane(0, true) + Lane(1, false), streams));
   ASSERT_TRUE(p.ok());
   HeldInput::Release release{held};
-  std::vector<Frames> in(streams.size()), out(streams.size());
   WatchStreams(p, in, out);
   p.AddProbe("in_0", "src", kWatch, &HeldInput::Probe, &held);
   ASSERT_TRUE(p.Play());
   ASSERT_TRUE(held.WaitHolding());
   {
-    // stream 1 ended: no lane is inside a drain
+    // stream 1 ended (its last chunk's lane may still be returning from
+    // that chunk's drain: the stop comes under it, which is no failure)
     std::unique_lock<std::mutex> lk(out[1].mutex);
     ASSERT_TRUE(
         out[1].cond.wait_for(lk, kLongWait, [&] { return out[1].eos; }));
