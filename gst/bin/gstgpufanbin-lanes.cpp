@@ -203,6 +203,17 @@ fanbin::build_lanes (GstGpuFanBin * self)
         ("remote-lanes=\"%s\"", remote_text.c_str ()));
     return FALSE;
   }
+  /* A remote lane's worker that dies is silent until SRT's peer idle
+   * timeout, longer than a stall: unless on-stall was set, its frames are
+   * replayed rather than given up at the stall. */
+  GST_OBJECT_LOCK (self);
+  const bool stall_default = !self->on_stall_set
+      && (remotes.empty () == self->on_stall_implied);
+  self->on_stall_implied = !self->on_stall_set && !remotes.empty ();
+  GST_OBJECT_UNLOCK (self);
+  if (stall_default)
+    gst_util_set_object_arg (G_OBJECT (self->fanout), "on-stall",
+        remotes.empty () ? "skip" : "replay");
   /* with remote lanes, local ones only as many as `lanes` asks for */
   const bool local_wanted = remotes.empty () || wanted > 0;
   if (local_wanted

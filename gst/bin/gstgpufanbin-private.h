@@ -40,6 +40,8 @@ struct _GstGpuFanBin {
   gchar * lane_properties;  /* lane-properties, as the user wrote it */
   gchar * remote_lanes;     /* remote-lanes, as the user wrote it */
   gchar * remote_passphrase;
+  bool on_stall_set;        /* on-stall was set: remote lanes keep it */
+  bool on_stall_implied;    /* the fan-out's on-stall=replay is ours */
 
   /* The built lanes, between NULL->READY and READY->NULL: built by the
    * state change, and by recovery while streaming. */

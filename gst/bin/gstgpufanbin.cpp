@@ -205,11 +205,18 @@ gst_gpufan_bin_set_property (GObject * object, guint prop_id,
       GST_OBJECT_UNLOCK (self);
       break;
     default:
-      if (prop_id >= BIN_PROP_FIRST_CHILD)
-        g_object_set_property (G_OBJECT (child_for (self, prop_id)),
-            pspec->name, value);
-      else
+      if (prop_id < BIN_PROP_FIRST_CHILD) {
         G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+        break;
+      }
+      if (g_str_equal (pspec->name, "on-stall")) {
+        GST_OBJECT_LOCK (self);
+        self->on_stall_set = true;
+        self->on_stall_implied = false;
+        GST_OBJECT_UNLOCK (self);
+      }
+      g_object_set_property (G_OBJECT (child_for (self, prop_id)),
+          pspec->name, value);
       break;
   }
 }

@@ -29,6 +29,7 @@ Ports are chosen free per run (pairs PORT, PORT+1), so runs in parallel do
 not collide. Exit status 0 when the check passes.
 """
 
+import atexit
 import hashlib
 import os
 import socket
@@ -63,6 +64,21 @@ def free_port_pair():
     raise RuntimeError("no free port pair")
 
 
+# Every worker this run started: killed at exit, so that a failed check
+# leaves no process behind.
+STARTED = []
+
+
+def kill_leftover_workers():
+    for worker in STARTED:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+atexit.register(kill_leftover_workers)
+
+
 def start_worker(program, port, branch="identity", extra=()):
     env = dict(os.environ)
     if os.environ.get("GPUFAN_WORKER_ASAN_OPTIONS"):
@@ -71,6 +87,7 @@ def start_worker(program, port, branch="identity", extra=()):
         [program, "--listen", f"srt://127.0.0.1:{port}", "--branch", branch,
          *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=env)
+    STARTED.append(worker)
     # it says so once it listens
     line = worker.stdout.readline()
     if "listening on" not in line:
@@ -224,6 +241,84 @@ def check_bin(program):
     if len(local) != frames or remote != local:
         raise RuntimeError(f"{len(local)} local, {len(remote)} remote frames "
                            f"of {frames}; the same: {remote == local}")
+
+
+def check_kill_restart(program, chunks=False):
+    """gpufanbin over two workers; worker 0 is SIGKILLed mid-stream and
+    started again on the same ports once its lane failed: every frame comes
+    out once, in order, the lane is failed and then restored, and the new
+    worker serves it. With @chunks, chunk mode with x264enc in the workers,
+    the output decoded."""
+    frames = 600
+    ports = [free_port_pair(), free_port_pair()]
+    branch = "x264enc threads=1 speed-preset=ultrafast key-int-max=1000" \
+        if chunks else "identity"
+    workers = [start_worker(program, p, branch) for p in ports]
+    uris = ",".join(f"srt://127.0.0.1:{p}" for p in ports)
+    mode = "chunk=frames chunk-frames=15 " if chunks else ""
+    decode = "h264parse ! avdec_h264 ! " if chunks else ""
+    # live at 60 frames/s: the stream outlasts the stall (2 s) or SRT's
+    # silence (5 s) that fails the lane, and the rebuild after
+    # lane-restart-delay (0.2 s)
+    pipeline = Gst.parse_launch(
+        f"videotestsrc is-live=true num-buffers={frames} ! "
+        "video/x-raw,width=64,height=48,framerate=60/1,format=I420 ! "
+        f"gpufanbin name=b remote-lanes=\"{uris}\" {mode}"
+        f"lane-restart-delay=200000000 ! {decode}fakesink name=fs sync=false")
+    pts = []
+    killed_at = [None]
+    kill_after = 60
+
+    def probe(_pad, info):
+        pts.append(info.get_buffer().pts)
+        if len(pts) == kill_after:
+            workers[0].kill()
+            killed_at[0] = time.monotonic()
+        return Gst.PadProbeReturn.OK
+
+    pipeline.get_by_name("fs").get_static_pad("sink").add_probe(
+        Gst.PadProbeType.BUFFER, probe)
+    bus = pipeline.get_bus()
+    pipeline.set_state(Gst.State.PLAYING)
+    failed = restored = None
+    deadline = time.monotonic() + HUNG_AFTER_S
+    msg = None
+    while time.monotonic() < deadline:
+        msg = bus.timed_pop_filtered(
+            int((deadline - time.monotonic()) * Gst.SECOND),
+            Gst.MessageType.ERROR | Gst.MessageType.EOS |
+            Gst.MessageType.ELEMENT)
+        if msg is None or msg.type != Gst.MessageType.ELEMENT:
+            break
+        name = msg.get_structure().get_name()
+        if name == "gpufan-lane-failed" and failed is None:
+            failed = time.monotonic()
+            workers[0].wait()
+            # the same ports: a restarted pod keeps its name and port
+            workers[0] = start_worker(program, ports[0], branch)
+        elif name == "gpufan-lane-restored" and restored is None:
+            restored = time.monotonic()
+    pipeline.set_state(Gst.State.NULL)
+    if msg is None or msg.type != Gst.MessageType.EOS:
+        raise RuntimeError(f"no EOS: {msg.parse_error() if msg else 'hung'}")
+    if killed_at[0] is None or failed is None or restored is None:
+        raise RuntimeError(f"killed {killed_at[0] is not None}, lane failed "
+                           f"{failed is not None}, restored "
+                           f"{restored is not None}")
+    if len(pts) != frames or pts != sorted(pts) or len(set(pts)) != frames:
+        step = Gst.SECOND // 60
+        first = min(pts) if pts else 0
+        missing = sorted(set(range(frames)) -
+                         {(p - first) // step for p in pts})
+        raise RuntimeError(f"{len(pts)} frames of {frames}, in order "
+                           f"{pts == sorted(pts)}, distinct {len(set(pts))}, "
+                           f"missing {missing[:20]}")
+    print(f"lane failed {failed - killed_at[0]:.1f} s after the kill, "
+          f"restored {restored - failed:.1f} s after that")
+    for worker in workers:
+        rc, out = stop_worker(worker, client=True)
+        if rc != 0 or "client connected" not in out:
+            raise RuntimeError(f"worker exited {rc}: {out}")
 
 
 def gdp_stream(frames):
@@ -391,6 +486,8 @@ def main():
      "chunks-frames": lambda p: check_chunks(p, "frames"),
      "chunks-keyframes": lambda p: check_chunks(p, "keyframes"),
      "bin": check_bin, "fuzz": check_fuzz,
+     "kill-restart": check_kill_restart,
+     "kill-restart-chunks": lambda p: check_kill_restart(p, chunks=True),
      }[check](program)
     print(f"{check}: ok")
     return 0

@@ -11,14 +11,16 @@
  * broken, or its stream fails) the pipeline is torn down and listens for the
  * next. SIGTERM drains: EOS through the branch, then exit 0. */
 #include <gio/gio.h>
-#include <glib-unix.h>
 #include <gst/gst.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "gdp-guard.h"
 #include "remote/gstgpufanremotewire.h"
@@ -308,11 +310,11 @@ on_sigterm (gpointer data)
 {
   Worker * w = static_cast<Worker *> (data);
   if (w->state.exchange (State::kDraining) == State::kDraining)
-    return G_SOURCE_CONTINUE;
+    return G_SOURCE_REMOVE;
   if (!w->client.load ()) {
     log_line ("SIGTERM with no client; exiting");
     g_main_loop_quit (w->loop);
-    return G_SOURCE_CONTINUE;
+    return G_SOURCE_REMOVE;
   }
   log_line ("SIGTERM: draining the client's lane");
   gst_element_send_event (w->src, gst_event_new_eos ());
@@ -325,7 +327,43 @@ on_sigterm (gpointer data)
         return G_SOURCE_REMOVE;
       },
       w);
-  return G_SOURCE_CONTINUE;
+  return G_SOURCE_REMOVE;
+}
+
+/* SIGTERM and SIGINT are blocked in every thread and taken here: the
+ * first asks the main loop to drain; from then on the worker is gone by
+ * --drain-timeout (plus the teardown's grace) whatever the main loop does,
+ * for a branch or an SRT element stuck in a state change would keep it
+ * from ever running its own timer. A second signal exits at once. The
+ * thread also ends when main is done (@finished). */
+struct Stopper {
+  std::mutex lock;
+  std::condition_variable cond;
+  bool finished = false;
+  sigset_t signals;
+};
+
+static constexpr guint kTeardownGraceS = 5;
+
+static void
+stopper_thread (Worker * w, Stopper * stopper)
+{
+  int sig = 0;
+  /* woken by a signal, or by main's own SIGUSR1 when it is done */
+  if (sigwait (&stopper->signals, &sig) != 0 || sig == SIGUSR1)
+    return;
+  g_main_context_invoke (nullptr, on_sigterm, w);
+  {
+    std::unique_lock<std::mutex> lk (stopper->lock);
+    if (stopper->cond.wait_for (lk,
+            std::chrono::seconds (w->drain_timeout_s + kTeardownGraceS),
+            [stopper] { return stopper->finished; }))
+      return;
+  }
+  log_line ("the drain did not end within --drain-timeout ("
+      + std::to_string (w->drain_timeout_s) + " s) and "
+      + std::to_string (kTeardownGraceS) + " s more; exiting");
+  _exit (1);
 }
 
 /* --health-port: GET /healthz is 200 while listening, 503 otherwise. */
@@ -369,6 +407,13 @@ fail (const std::string & text)
 int
 main (int argc, char ** argv)
 {
+  /* before any thread exists, so that every one inherits the mask */
+  Stopper stopper;
+  sigemptyset (&stopper.signals);
+  for (int sig : { SIGTERM, SIGINT, SIGUSR1 })
+    sigaddset (&stopper.signals, sig);
+  pthread_sigmask (SIG_BLOCK, &stopper.signals, nullptr);
+
   gchar * listen = nullptr;
   gchar * branch = nullptr;
   gchar * passphrase = nullptr;
@@ -450,8 +495,6 @@ main (int argc, char ** argv)
   w.loop = g_main_loop_new (nullptr, FALSE);
   GstBus * bus = gst_element_get_bus (w.pipeline);
   gst_bus_add_watch (bus, on_bus, &w);
-  g_unix_signal_add (SIGTERM, on_sigterm, &w);
-  g_unix_signal_add (SIGINT, on_sigterm, &w);
 
   GSocketService * health = nullptr;
   if (health_port > 0) {
@@ -474,10 +517,19 @@ main (int argc, char ** argv)
   }
   log_line ("listening on " + srt_uri (w, w.port) + " (results on port "
       + std::to_string (w.port + 1) + "), branch \"" + w.branch + "\"");
+  /* a signal that came before is pending and taken now */
+  std::thread stop_thread (stopper_thread, &w, &stopper);
   g_main_loop_run (w.loop);
 
   set_closing (&w, true);
   gst_element_set_state (w.pipeline, GST_STATE_NULL);
+  {
+    std::lock_guard<std::mutex> lk (stopper.lock);
+    stopper.finished = true;
+    stopper.cond.notify_all ();
+  }
+  pthread_kill (stop_thread.native_handle (), SIGUSR1);
+  stop_thread.join ();
   if (health) {
     g_socket_service_stop (health);
     g_socket_listener_close (G_SOCKET_LISTENER (health));
