@@ -32,10 +32,13 @@ not collide. Exit status 0 when the check passes.
 import atexit
 import hashlib
 import os
+import queue
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import gi
@@ -44,7 +47,7 @@ gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
 # Deadlines only catch hangs.
-HUNG_AFTER_S = 60
+HUNG_AFTER_S = int(os.environ.get("GPUFAN_TEST_HUNG_AFTER_S", "60"))
 
 
 def free_port_pair():
@@ -71,38 +74,83 @@ STARTED = []
 
 def kill_leftover_workers():
     for worker in STARTED:
-        if worker.poll() is None:
+        if worker.proc.poll() is None:
             worker.kill()
-            worker.wait()
 
 
 atexit.register(kill_leftover_workers)
+# meson's timeout sends SIGTERM: exit through atexit all the same
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+
+
+class LaneWorker:
+    """A gpufan-lane-worker process whose output a thread reads line by
+    line, so that every wait for a line has a deadline."""
+
+    def __init__(self, args, env):
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env=env)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the end of its output
+
+    def wait_for_line(self, text):
+        """The output up to a line with @text; RuntimeError if the worker
+        exits first or nothing comes for HUNG_AFTER_S."""
+        seen = []
+        while True:
+            try:
+                line = self.lines.get(timeout=HUNG_AFTER_S)
+            except queue.Empty:
+                raise RuntimeError(f"hung: no '{text}' from the worker: "
+                                   f"{''.join(seen)}") from None
+            if line is None:
+                raise RuntimeError(f"worker exited without '{text}': "
+                                   f"{''.join(seen)}")
+            seen.append(line)
+            if text in line:
+                return "".join(seen)
+
+    def rest(self):
+        """Its remaining output, once it exited."""
+        seen = []
+        while True:
+            line = self.lines.get(timeout=HUNG_AFTER_S)
+            if line is None:
+                return "".join(seen)
+            seen.append(line)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
 
 
 def start_worker(program, port, branch="identity", extra=()):
     env = dict(os.environ)
     if os.environ.get("GPUFAN_WORKER_ASAN_OPTIONS"):
         env["ASAN_OPTIONS"] = os.environ["GPUFAN_WORKER_ASAN_OPTIONS"]
-    worker = subprocess.Popen(
+    worker = LaneWorker(
         [program, "--listen", f"srt://127.0.0.1:{port}", "--branch", branch,
-         *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=env)
+         *extra], env)
     STARTED.append(worker)
     # it says so once it listens
-    line = worker.stdout.readline()
-    if "listening on" not in line:
-        raise RuntimeError(f"worker did not start: {line!r}")
+    worker.wait_for_line("listening on")
     return worker
 
 
 def stop_worker(worker, client=False):
     """SIGTERM; with @client, once the worker saw its client go (a SIGTERM
     as the client leaves waits for --drain-timeout: see elements.md)."""
-    seen = wait_for_line(worker, "waiting for the next client") \
+    seen = worker.wait_for_line("waiting for the next client") \
         if client else ""
-    worker.terminate()
-    out, _ = worker.communicate(timeout=HUNG_AFTER_S)
-    return worker.returncode, seen + out
+    worker.proc.terminate()
+    worker.proc.wait(timeout=HUNG_AFTER_S)
+    return worker.proc.returncode, seen + worker.rest()
 
 
 def run(launch, sink="fs"):
@@ -272,7 +320,7 @@ def check_kill_restart(program, chunks=False):
     def probe(_pad, info):
         pts.append(info.get_buffer().pts)
         if len(pts) == kill_after:
-            workers[0].kill()
+            workers[0].proc.kill()
             killed_at[0] = time.monotonic()
         return Gst.PadProbeReturn.OK
 
@@ -293,7 +341,7 @@ def check_kill_restart(program, chunks=False):
         name = msg.get_structure().get_name()
         if name == "gpufan-lane-failed" and failed is None:
             failed = time.monotonic()
-            workers[0].wait()
+            workers[0].proc.wait()
             # the same ports: a restarted pod keeps its name and port
             workers[0] = start_worker(program, ports[0], branch)
         elif name == "gpufan-lane-restored" and restored is None:
@@ -342,6 +390,41 @@ def gdp_stream(frames):
     return data
 
 
+class RawClient:
+    """A client process that sends bytes to a worker (send_raw_client):
+    leave() ends it, and with it every socket it had, as a coordinator
+    that is gone."""
+
+    def __init__(self, port, data):
+        with tempfile.NamedTemporaryFile(prefix="gpufan-fuzz-",
+                                         delete=False) as f:
+            f.write(data)
+            self.path = f.name
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--send-raw", str(port), self.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if line.strip() != "sent":
+            self.leave()
+            raise RuntimeError(f"the raw client did not send: {line!r}")
+
+    def leave(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=HUNG_AFTER_S)
+        os.unlink(self.path)
+
+
+def send_raw_client(port, path):
+    """The raw client's process: says 'sent' once srtsink took every byte,
+    stays until its stdin closes."""
+    with open(path, "rb") as f:
+        close = send_raw(port, f.read())
+    print("sent", flush=True)
+    sys.stdin.read()
+    close()
+    return 0
+
+
 def send_raw(port, data):
     """Sends @data to a worker as a client would; returns what closes the
     connection (SRT in live mode drops what is not yet delivered when a
@@ -366,21 +449,13 @@ def send_raw(port, data):
         HUNG_AFTER_S * Gst.SECOND, Gst.MessageType.ERROR | Gst.MessageType.EOS)
     if msg is None:
         raise RuntimeError("hung sending the corrupted stream")
+    if msg.type == Gst.MessageType.ERROR:
+        raise RuntimeError(f"sending: {msg.parse_error()[0].message}")
 
     def close():
         pipeline.set_state(Gst.State.NULL)
         back.set_state(Gst.State.NULL)
     return close
-
-
-def wait_for_line(worker, text):
-    """The worker's output up to a line with @text (ends at its exit)."""
-    seen = []
-    for line in worker.stdout:
-        seen.append(line)
-        if text in line:
-            return "".join(seen)
-    raise RuntimeError(f"worker exited without '{text}': {''.join(seen)}")
 
 
 def check_fuzz(program):
@@ -402,17 +477,20 @@ def check_fuzz(program):
         # a flip in a frame's bytes is no error: the client leaves
         cases.append((f"flips {n}", bytes(flipped), True))
     port = free_port_pair()
-    worker = start_worker(program, port)
+    # a client gone without a word is noticed after this much silence (or
+    # of input, where srtsrc missed its going)
+    worker = start_worker(program, port, extra=(
+        "--peer-idle-timeout", "2000", "--client-idle-timeout", "3"))
     try:
         for name, data, leaves in cases:
-            close = send_raw(port, data)
+            client = RawClient(port, data)
             if leaves:
-                close()
-            out = wait_for_line(worker, "client disconnected")
+                client.leave()
+            out = worker.wait_for_line("client disconnected")
             # the worker listens again once the client is gone
             if not leaves:
-                close()
-            out += wait_for_line(worker, "waiting for the next client")
+                client.leave()
+            out += worker.wait_for_line("waiting for the next client")
             if "client disconnected" not in out:
                 raise RuntimeError(f"{name}: {out}")
             why = [l for l in out.splitlines() if "disconnected" in l][0]
@@ -428,7 +506,7 @@ def check_fuzz(program):
         if msg.type != Gst.MessageType.EOS or len(pts) != 30 or \
                 pts != sorted(pts):
             raise RuntimeError(f"the next client got {len(pts)} frames")
-        wait_for_line(worker, "waiting for the next client")
+        worker.wait_for_line("waiting for the next client")
     finally:
         rc, out = stop_worker(worker)
     if rc != 0:
@@ -481,6 +559,8 @@ def main():
                                                 "detect_leaks=0"))
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
     Gst.init(None)
+    if sys.argv[1] == "--send-raw":
+        return send_raw_client(int(sys.argv[2]), sys.argv[3])
     program, check = sys.argv[1], sys.argv[2]
     {"frames": check_frames, "refusals": check_refusals,
      "chunks-frames": lambda p: check_chunks(p, "frames"),

@@ -36,6 +36,8 @@ static constexpr const char * kItemSeqField = "gpufan-seq";
 static constexpr guint kDefaultMaxPacket = 64 * 1024 * 1024;
 /* How long a SIGTERM drain may take before the worker gives up. */
 static constexpr guint kDefaultDrainTimeoutS = 30;
+/* The longest srtsrc waits in one poll (see build_pipeline). */
+static constexpr gint kPollTimeoutMs = 500;
 
 enum class State { kStarting, kReady, kDraining };
 
@@ -49,6 +51,16 @@ struct Worker {
   GstElement * src = nullptr;
   std::atomic<State> state{ State::kStarting };
   std::atomic<bool> client{ false };
+  /* the client also connected to PORT+1, where its results go */
+  std::atomic<bool> back_connected{ false };
+  /* counts the pipeline's starts: a deadline set for one client does not
+   * act on the next */
+  std::atomic<guint> generation{ 0 };
+  /* --client-idle-timeout: a client that sent nothing for this long is
+   * dropped (0: never); @last_input is when its last bytes came, in
+   * g_get_monotonic_time () microseconds */
+  guint client_idle_timeout_s = 60;
+  std::atomic<gint64> last_input{ 0 };
   std::atomic<bool> reset_pending{ false };
   GdpGuard guard{ kDefaultMaxPacket };
   /* Chunk mode: the client resets the branch (a flush naming the chunk)
@@ -95,15 +107,90 @@ client_gone (Worker * w, const std::string & why)
   g_idle_add (restart_pipeline, w);
 }
 
+/* How long a client that connected to PORT has to connect to PORT+1 too:
+ * until then the branch's first result would wait for it, and with it the
+ * worker's input (a client that never does would hold the worker). */
+static constexpr guint kBackConnectTimeoutS = 10;
+
+struct ClientDeadline {
+  Worker * worker;
+  guint generation;
+};
+
+static gboolean
+back_deadline_passed (gpointer data)
+{
+  const ClientDeadline * d = static_cast<ClientDeadline *> (data);
+  Worker * w = d->worker;
+  if (d->generation == w->generation.load () && !w->back_connected.load ())
+    client_gone (w, "it did not connect to the results port "
+        + std::to_string (w->port + 1) + " within "
+        + std::to_string (kBackConnectTimeoutS) + " s");
+  return G_SOURCE_REMOVE;
+}
+
+/* The client's idle deadline: armed for the rest of the period since its
+ * last bytes, dropping it when nothing came for the whole period. GStreamer's
+ * srtsrc listener can miss a caller that closes just after connecting (SRT
+ * reports the broken socket before srtsrc polls it): without this bound
+ * such a ghost would hold the worker for good. */
+static gboolean
+idle_deadline_passed (gpointer data)
+{
+  const ClientDeadline * d = static_cast<ClientDeadline *> (data);
+  Worker * w = d->worker;
+  if (d->generation != w->generation.load ())
+    return G_SOURCE_REMOVE;
+  const gint64 period = (gint64) w->client_idle_timeout_s * G_USEC_PER_SEC;
+  const gint64 idle = g_get_monotonic_time () - w->last_input.load ();
+  if (idle >= period) {
+    client_gone (w, "it sent nothing for "
+        + std::to_string (w->client_idle_timeout_s)
+        + " s (--client-idle-timeout)");
+    return G_SOURCE_REMOVE;
+  }
+  g_timeout_add_full (G_PRIORITY_DEFAULT, (guint) ((period - idle) / 1000) + 1,
+      idle_deadline_passed, new ClientDeadline{ w, d->generation },
+      [] (gpointer p) { delete static_cast<ClientDeadline *> (p); });
+  return G_SOURCE_REMOVE;
+}
+
 static void
 on_caller_added (GstElement *, gint, GSocketAddress * address, Worker * w)
 {
   gchar * text = address
       ? g_socket_connectable_to_string (G_SOCKET_CONNECTABLE (address))
       : g_strdup ("?");
-  if (!w->client.exchange (true))
+  if (!w->client.exchange (true)) {
     log_line (std::string ("client connected from ") + text);
+    g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, kBackConnectTimeoutS,
+        back_deadline_passed,
+        new ClientDeadline{ w, w->generation.load () },
+        [] (gpointer d) { delete static_cast<ClientDeadline *> (d); });
+    w->last_input = g_get_monotonic_time ();
+    if (w->client_idle_timeout_s > 0)
+      g_timeout_add_seconds_full (G_PRIORITY_DEFAULT,
+          w->client_idle_timeout_s, idle_deadline_passed,
+          new ClientDeadline{ w, w->generation.load () },
+          [] (gpointer d) { delete static_cast<ClientDeadline *> (d); });
+  }
   g_free (text);
+}
+
+static void
+on_back_caller_added (GstElement *, gint, GSocketAddress *, Worker * w)
+{
+  w->back_connected = true;
+}
+
+/* A listener's caller that went away (closed, or silent past the peer idle
+ * timeout): srtsrc and srtsink say so by this signal and wait for another
+ * caller rather than ending their stream. */
+static void
+on_caller_removed (GstElement * element, gint, GSocketAddress *, Worker * w)
+{
+  client_gone (w, std::string ("the client closed the connection (")
+      + GST_OBJECT_NAME (element) + ")");
 }
 
 /* srtsrc's own EOS is the connection's end (the stream's EOS travels as a
@@ -123,6 +210,7 @@ src_probe (GstPad *, GstPadProbeInfo * info, gpointer data)
   GstMapInfo map;
   if (!gst_buffer_map (buffer, &map, GST_MAP_READ))
     return GST_PAD_PROBE_DROP;
+  w->last_input = g_get_monotonic_time ();
   const bool ok = w->guard.Feed (map.data, map.size);
   gst_buffer_unmap (buffer, &map);
   if (ok)
@@ -223,7 +311,15 @@ build_pipeline (Worker * w, std::string * error)
       gst_util_set_object_arg (G_OBJECT (e), "pbkeylen",
           std::to_string (w->pbkeylen).c_str ());
   }
+  /* srtsrc's unlock does not cut a poll short: without a bound, tearing
+   * the pipeline down after a client left waits for the next packet that
+   * never comes */
+  g_object_set (in, "poll-timeout", kPollTimeoutMs, nullptr);
   g_signal_connect (in, "caller-added", G_CALLBACK (on_caller_added), w);
+  g_signal_connect (out, "caller-added", G_CALLBACK (on_back_caller_added),
+      w);
+  for (GstElement * e : { in, out })
+    g_signal_connect (e, "caller-removed", G_CALLBACK (on_caller_removed), w);
   GstPad * pad = gst_element_get_static_pad (in, "src");
   gst_pad_add_probe (pad,
       (GstPadProbeType)(GST_PAD_PROBE_TYPE_BUFFER
@@ -253,6 +349,8 @@ start_pipeline (Worker * w)
 {
   w->guard.Reset ();
   w->client = false;
+  w->back_connected = false;
+  w->generation++;
   set_closing (w, false);
   if (gst_element_set_state (w->pipeline, GST_STATE_PLAYING)
       == GST_STATE_CHANGE_FAILURE)
@@ -419,6 +517,7 @@ main (int argc, char ** argv)
   gchar * passphrase = nullptr;
   gint pbkeylen = 0, health_port = 0, peer_idle = 0, max_packet = 0;
   gint drain_timeout = kDefaultDrainTimeoutS;
+  gint client_idle = 60;
   GOptionEntry entries[] = {
     { "listen", 'l', 0, G_OPTION_ARG_STRING, &listen,
         "Where to listen: srt://HOST:PORT (results go out on PORT+1)",
@@ -439,6 +538,10 @@ main (int argc, char ** argv)
         "Milliseconds of silence after which a client counts as gone "
         "(default: SRT's, 5000)",
         "MS" },
+    { "client-idle-timeout", 0, 0, G_OPTION_ARG_INT, &client_idle,
+        "Seconds without input after which a client is dropped (default "
+        "60; 0: never)",
+        "S" },
     { "max-packet", 0, 0, G_OPTION_ARG_INT, &max_packet,
         "Largest GDP packet accepted, in bytes (default 64 MiB)", "BYTES" },
     { "drain-timeout", 0, 0, G_OPTION_ARG_INT, &drain_timeout,
@@ -480,6 +583,7 @@ main (int argc, char ** argv)
     return fail ("--pbkeylen must be 16, 24 or 32");
   w.pbkeylen = pbkeylen;
   w.peer_idle_timeout_ms = MAX (peer_idle, 0);
+  w.client_idle_timeout_s = (guint) MAX (client_idle, 0);
   if (max_packet > 0)
     w.guard = GdpGuard ((uint32_t) max_packet);
   w.drain_timeout_s = (guint) MAX (drain_timeout, 1);
