@@ -50,6 +50,11 @@ struct ReplayItem {
   uint64_t seq = 0;
   int64_t pts_ns = kNoTime;
   uint32_t stream = kMainStream;  // the input stream it belongs to
+  // Chunk mode: the frames that went to the lane, and the chunk's outputs
+  // that already left the fan-in (on this lane and those it failed on
+  // before): its next lane's first that many outputs are not sent again.
+  uint32_t frames = 0;
+  uint32_t sent = 0;
 };
 
 enum class DispatchStatus {
