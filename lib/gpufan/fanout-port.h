@@ -53,6 +53,8 @@ class FanOutPort : public StatsView {
   void SetMaxInFlight(uint32_t limit) { core().SetMaxInFlight(limit); }
   // on-stall=replay (SessionConfig::stall_fails_lane).
   void SetStallFailsLane(bool fails) { core().SetStallFailsLane(fails); }
+  // on-lane-error=replay (SessionConfig::errors_replay).
+  void SetErrorsReplay(bool replay) { core().SetErrorsReplay(replay); }
   void SetChunkMode(bool chunks) { core().SetChunkMode(chunks); }
 
   // --- lanes (lane ids are the fan-out's src pad indices) ---

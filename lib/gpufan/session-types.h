@@ -36,6 +36,10 @@ struct SessionConfig {
   // on-stall=replay: a lane whose head waited stall-timeout fails (its items
   // are sent again, see FailLaneForReplay) instead of losing that item.
   bool stall_fails_lane = false;
+  // on-lane-error=replay: a chunk its branch ended without its drain
+  // (EndChunkByBranch) stays the lane's, to be sent again when the lane
+  // fails, instead of being given up.
+  bool errors_replay = false;
   // Chunk mode: an item is a chunk of the frames NoteChunkFrame counts
   // (SetLaneFailed counts those lost). The fan-out moves a stalled lane's
   // items that have not started to other lanes (MoveUnstarted): such an

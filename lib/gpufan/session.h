@@ -98,6 +98,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void SetStallTimeout(int64_t ns);  // > 0
   int64_t stall_timeout_ns() const;
   void SetStallFailsLane(bool fails);
+  void SetErrorsReplay(bool replay);
   bool stall_fails_lane() const;
   void SetChunkMode(bool chunks);  // SessionConfig::chunks
 

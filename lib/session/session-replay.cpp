@@ -208,6 +208,11 @@ void Session::SetChunkMode(bool chunks) {
   config_.chunks = chunks;
 }
 
+void Session::SetErrorsReplay(bool replay) {
+  std::lock_guard<Mutex> lock(mutex_);
+  config_.errors_replay = replay;
+}
+
 bool Session::stall_fails_lane() const {
   std::lock_guard<Mutex> lock(mutex_);
   return config_.stall_fails_lane;

@@ -229,6 +229,16 @@ TEST(ChunkReplay, IdentityHeadChunkHalfOutIsNotSentTwice) {
   ExpectEveryFrameOnce(run.out);
 }
 
+// Behind a queue the error shows at the drain, or as an EOS the queue
+// sends itself after posting its error: the chunk goes again all the same.
+TEST(ChunkReplay, AnErrorBehindAQueueLosesNothing) {
+  for (Where where : {Where::kNotHead, Where::kHeadHalfOut}) {
+    Outcome run;
+    PlayFailing("queue", where, false, &run);
+    ExpectEveryFrameOnce(run.out);
+  }
+}
+
 class ChunkReplayX264 : public ::testing::TestWithParam<Where> {};
 
 // x264enc threads=1 encodes a chunk to the same bytes on either lane (each
