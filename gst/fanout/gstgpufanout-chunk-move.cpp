@@ -260,6 +260,7 @@ fanout::chunk_move_open (GstGpuFanOut * self, const LanePtr & from,
       return nullptr;
     }
     from->chunk_open = false;
+    chunk_replay_place_held_unlocked (from);
   }
   std::lock_guard<gpufan::Mutex> lk (to->lock);
   to->chunk_open = true;

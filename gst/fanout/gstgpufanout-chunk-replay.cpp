@@ -264,6 +264,9 @@ fanout::chunk_replay_lane (GstGpuFanOut * self, const LanePtr & lane,
   const std::vector<gpufan::ReplayItem> items
       = priv->session->FailLaneForReplay (lane->id);
   const std::vector<LanePtr> lanes = snapshot_lanes (self);
+  /* chunks sent to it again that it never began: they are among its items
+   * (unreffed outside the locks) */
+  std::deque<QueuedItem> held;
   {
     std::lock_guard<gpufan::Mutex> mv (priv->chunk_move_lock);
     bool open;
@@ -273,7 +276,7 @@ fanout::chunk_replay_lane (GstGpuFanOut * self, const LanePtr & lane,
       open = lane->chunk_open;
       open_seq = lane->open_chunk_seq;
       lane->chunk_moves_pending = false;
-      lane->replay_held.clear ();
+      held.swap (lane->replay_held);
     }
     for (const gpufan::ReplayItem & item : items) {
       std::vector<QueuedItem> parts;
