@@ -152,9 +152,12 @@ gst_gpufan_in_chunk_start (GstGpuFanIn * self, GstPad * pad, GstEvent * event)
   gst_gpufan_in_use_handler (self, gpufanin::chunk_handler ());
   /* the previous chunk's drain did not come through: it ended here */
   end_chunk (self, pad, std::nullopt);
+  /* sent again after its lane failed: what had left already of it */
+  const guint32 skip = session->ChunkOutputsSent (lane, seq);
   std::lock_guard<gpufan::Mutex> lk (self->priv->lock);
   auto it = self->priv->pads.find (pad);
   if (it != self->priv->pads.end ()) {
+    it->second.chunk_skip = skip;
     auto * chunk = new FanInItem ();
     chunk->lane = lane;
     chunk->chunk.reset (new std::vector<gpufan::PayloadPtr> ());
@@ -375,12 +378,18 @@ public:
      * caps epoch (lanes must agree on the caps of one input:
      * gst_gpufan_in_push_sticky) */
     FanInItem * item = taken.item;
+    taken.item = nullptr;
+    taken.chunk_seq = state.chunk_seq;
+    if (state.chunk_skip > 0) {
+      /* it left from the lane the chunk failed on */
+      state.chunk_skip--;
+      taken.dropped.reset (item);
+      return;
+    }
     item->caps_epoch = state.chunk_caps_epoch;
     item->has_caps_epoch = true;
     item->segment_epoch = state.chunk_segment_epoch;
     state.chunk->chunk->emplace_back (item);
-    taken.item = nullptr;
-    taken.chunk_seq = state.chunk_seq;
   }
 
   bool HandleEvent (GstGpuFanIn * self, GstPad * pad,

@@ -38,6 +38,9 @@ struct TakenItem {
   FanInItem * item = nullptr;
   /* chunk mode: the item joined this chunk's output (it leaves with it) */
   std::optional<guint64> chunk_seq;
+  /* chunk mode: an output that had left already from a failed lane, freed
+   * with this (outside the element's lock) */
+  gpufan::PayloadPtr dropped;
   gint64 output_start = 0;
 
   TakenItem () = default;

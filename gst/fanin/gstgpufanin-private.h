@@ -177,6 +177,9 @@ struct PadState {
   std::unique_ptr<FanInItem> chunk;
   guint64 chunk_seq = 0;
   guint32 chunk_caps_epoch = 0; /* of the chunk's input */
+  /* a chunk sent again after a lane failed: its first outputs that had
+   * already left from the failed lane, dropped here */
+  guint32 chunk_skip = 0;
   guint32 chunk_segment_epoch = 0;
 
   void ClearSticky () { sticky.reset (); }

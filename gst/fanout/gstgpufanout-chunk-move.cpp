@@ -206,14 +206,16 @@ fanout::chunk_move_off_failed (GstGpuFanOut * self, const LanePtr & lane)
         return item.kind == ItemKind::kChunkBuffer && item.chunk_first;
       });
   LanePtr to;
-  if (first == lane->queue.end ()
-      || move_chunk_unlocked (self, lane, first->seq, lanes, &to)
-      != Moved::kMoved)
+  if (first == lane->queue.end ())
+    return;
+  const guint64 open_seq = first->seq;
+  if (move_chunk_unlocked (self, lane, open_seq, lanes, &to) != Moved::kMoved)
     return;
   lane->chunk_open = false;
   lane->open_chunk_moved_to = to->id;
   std::lock_guard<gpufan::Mutex> tl (to->lock);
   to->chunk_open = true;
+  to->open_chunk_seq = open_seq;
   to->open_chunk_stays = false;
 }
 
@@ -258,9 +260,11 @@ fanout::chunk_move_open (GstGpuFanOut * self, const LanePtr & from,
       return nullptr;
     }
     from->chunk_open = false;
+    chunk_replay_place_held_unlocked (from);
   }
   std::lock_guard<gpufan::Mutex> lk (to->lock);
   to->chunk_open = true;
+  to->open_chunk_seq = seq;
   to->open_chunk_stays = false;
   return to;
 }
@@ -282,11 +286,17 @@ fanout::chunk_queue_end (GstGpuFanOut * self, LanePtr & lane, QueuedItem && end)
   if (it != lanes.end ())
     lane = *it;
   const guint64 seq = end.seq;
+  /* kept before it can go: a lane that failed meanwhile refuses it, and the
+   * chunk goes again whole (chunk_replay_lane, under chunk_move_lock) */
+  if (replay_on (self))
+    chunk_replay_keep (self, end);
   lane_enqueue (lane, std::move (end));
   {
-    /* its queue ends at a chunk boundary again: chunks may move there */
+    /* its queue ends at a chunk boundary again: chunks may move there, and
+     * those sent again to it go in */
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     lane->chunk_open = false;
+    chunk_replay_place_held_unlocked (lane);
   }
   /* and another stream's chunk may go there (after the flag: at most one
    * chain function fills a lane) */
@@ -301,8 +311,11 @@ fanout::chunk_set_open (GstGpuFanOut * self, const LanePtr & lane, bool open,
     std::lock_guard<gpufan::Mutex> mv (self->priv->chunk_move_lock);
     std::lock_guard<gpufan::Mutex> lk (lane->lock);
     lane->chunk_open = open;
+    lane->open_chunk_seq = seq;
     lane->open_chunk_stays = false;
     lane->open_chunk_moved_to = G_MAXUINT;
+    if (!open)
+      chunk_replay_place_held_unlocked (lane);
   }
   if (!open)
     self->priv->session->EndChunkFill (lane->id, seq);

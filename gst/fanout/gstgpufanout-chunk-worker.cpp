@@ -148,6 +148,13 @@ drain_chunk (GstGpuFanOut * self, const LanePtr & lane, const QueuedItem & end,
     lane->timer->Add (gpufan::LaneTime::kPush, drain_start, session_now (self),
         end.seq);
   }
+  /* replay: the lane fails before the chunk is settled as failed, so that
+   * it goes again */
+  if (refused
+      && self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY) {
+    lane_set_result (self, lane, GST_FLOW_ERROR, link_generation);
+    refused = false;
+  }
   const gpufan::PushOutcome outcome = chunk.failed
       ? gpufan::PushOutcome::kFailed
       : chunk.delivered ? gpufan::PushOutcome::kDelivered

@@ -166,6 +166,12 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
       /* the Session's lock is a leaf under the lane's */
       if (!lane->accepts_items_unlocked () || session.flushing ())
         return Queued::kStopped;
+      /* failed: lane_fail sends its chunks again (or moves them) at once;
+       * where the open chunk went is known after that */
+      if (lane->failed_unlocked () && !lane->fail_handled) {
+        lane->cond.wait (lk);
+        continue;
+      }
       /* a stalled lane may never begin the chunk, a failed one's worker
        * would drop it: it goes to another lane if it has not begun, or
        * follows it there (chunk_move_off_failed moved it) */
@@ -204,6 +210,8 @@ chunk_enqueue (GstGpuFanOut * self, const LanePtr & lane, QueuedItem && item,
      * not a stalled one), and one more frame it stands for: counted before
      * the worker can take it */
     session.NoteChunkFrame (lane->id, item.seq);
+    if (replay_on (self))
+      chunk_replay_keep (self, item);
     wake = lane->worker_waiting;
     item.woke_worker = wake && lane->queue.empty ();
     lane->queue.push_back (std::move (item));
@@ -256,6 +264,8 @@ ChunkDispatcher::Chain (GstMiniObject * obj, bool, gint64 pts, gint64)
       chunk.seq = d.seq;
       chunk.frames = 0;
       chunk.move_failed = false;
+      if (replay_on (self))
+        replay_listen (self);
       chunk_set_open (self, lane, true, d.seq);
       first = true;
       GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " -> lane %u", d.seq,

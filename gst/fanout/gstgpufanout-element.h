@@ -117,6 +117,8 @@ struct GstGpuFanOutPrivate {
    * chain function sends those again itself). */
   gpufan::Mutex replay_lock;
   std::map<guint32, fanout::ReplayStream> replay_streams;
+  /* chunk mode: each chunk's items by seq (gstgpufanout-chunk-replay.cpp) */
+  std::map<guint64, fanout::ChunkCopy> replay_chunks;
   std::vector<fanout::ReplayOrphan> replay_orphans;
   /* the Session's release listener is set (replay_keep, once) */
   std::atomic<bool> replay_listening{ false };

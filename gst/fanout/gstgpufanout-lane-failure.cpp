@@ -119,11 +119,19 @@ lane_fail (GstGpuFanOut * self, const LanePtr & lane, const gchar * reason,
         + std::to_string (lane->id) + ", device " + device + ", " + reason);
 
   guint replayed = 0, lost = 0;
-  if (replay) {
+  if (replay && chunk_mode_on (self)) {
+    replayed = chunk_replay_lane (self, lane, &lost);
+  } else if (replay) {
     replayed = replay_lane (self, lane->id, &lost);
   } else {
     lane_handler (lane).on_failed_without_replay (self, lane);
     lost = (guint) self->priv->session->SetLaneFailed (lane->id, true);
+    /* chunk mode: the chain function follows its open chunk now */
+    {
+      std::lock_guard<gpufan::Mutex> lk (lane->lock);
+      lane->fail_handled = true;
+    }
+    lane->cond.notify_all ();
   }
   /* before gpufan-lane-failed: a rebuild it leads to must not land there.
    * Not after a stall: a hung GPU could hang the question too. */

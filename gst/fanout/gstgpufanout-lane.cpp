@@ -246,6 +246,9 @@ fanout::lane_stop (GstGpuFanOut * self, const LanePtr & lane, LaneState state)
     lane->transition_unlocked (state == LaneState::kInactive
             ? LaneEvent::kDeactivate : LaneEvent::kFlushStart);
     dropped.swap (lane->queue);
+    for (QueuedItem & item : lane->replay_held)
+      dropped.push_back (std::move (item));
+    lane->replay_held.clear ();
     lane->chunk_moves_pending = false;
     lane_changed_unlocked (self, lane);
   }
@@ -263,6 +266,7 @@ fanout::lane_activate (GstGpuFanOut * self, const LanePtr & lane,
   /* the mode's item handler, chosen once per start (chunk mode is set in
    * NULL or READY only) */
   lane->handler = &lane_item_handler_for (self);
+  lane->fail_handled = false;
   /* running first, so that an event arriving meanwhile is queued; no
    * buffer comes before lane_changed_unlocked tells the Session */
   lane->transition_unlocked (start_task ? LaneEvent::kActivate

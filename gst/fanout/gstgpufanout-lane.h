@@ -264,6 +264,17 @@ public:
   /* failed: the lane the open chunk went to (chunk_move_off_failed), for
    * the chain function to follow; G_MAXUINT when none */
   guint open_chunk_moved_to = G_MAXUINT;
+  /* the open chunk's seq (with chunk_open) */
+  guint64 open_chunk_seq = 0;
+  /* Chunk mode, replay: whole chunks sent again to this lane while the
+   * chain function's open chunk, begun here, leaves its queue without a
+   * chunk boundary; they go in once that chunk's end is queued
+   * (chunk_replay_place_held_unlocked). */
+  std::deque<QueuedItem> replay_held;
+  /* Chunk mode: lane_fail has dealt with the lane's chunks (sent again or
+   * moved): the chain function waits for it before it follows its open
+   * chunk to another lane. */
+  bool fail_handled = false;
   /* Counts links: a NOT_LINKED from a push that began before the latest
    * link is stale. */
   guint link_generation = 0;

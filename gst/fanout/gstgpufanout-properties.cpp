@@ -66,6 +66,8 @@ set_property (GObject * object, guint prop_id,
     }
     case PROP_ON_LANE_ERROR:
       priv->on_lane_error = g_value_get_enum (value);
+      priv->session->SetErrorsReplay (
+          priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY);
       break;
     case PROP_ON_STALL:
       priv->on_stall = g_value_get_enum (value);

@@ -24,11 +24,9 @@ using namespace fanout;
 bool
 fanout::replay_on (GstGpuFanOut * self)
 {
-  /* a chunk whose lane pushed part of its output cannot go again: chunk
-   * mode's lanes leave as with drop-lane */
-  return (self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY
-             || self->priv->on_stall.load () == GST_GPUFAN_STALL_REPLAY)
-      && !chunk_mode_on (self);
+  /* chunk mode keeps whole chunks (gstgpufanout-chunk-replay.cpp) */
+  return self->priv->on_lane_error.load () == GST_GPUFAN_LANE_ERROR_REPLAY
+      || self->priv->on_stall.load () == GST_GPUFAN_STALL_REPLAY;
 }
 
 void
@@ -135,9 +133,7 @@ fanout::replay_keep (GstGpuFanOut * self, guint32 stream, guint64 seq,
   GstGpuFanOutPrivate * priv = self->priv;
   /* from the first kept frame on, what leaves gpufanin is let go (the
    * output pays for the listener only where replay keeps frames) */
-  if (!priv->replay_listening.exchange (true))
-    priv->session->SetReleaseListener (
-        [self] (guint64 released) { replay_release (self, released); });
+  replay_listen (self);
   ReplayCopy copy{ seq, gst_mini_object_ref (obj), kind, caps_epoch, pts };
   ReplayOrphan orphan;
   bool orphaned;
@@ -181,6 +177,10 @@ fanout::replay_release (GstGpuFanOut * self, guint64 released_through)
       std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
       for (const auto & kv : priv->replay_streams)
         marks.emplace_back (kv.first, released_through);
+      for (const auto & kv : priv->replay_chunks)
+        if (!kv.second.parts.empty ())
+          marks.emplace_back (kv.second.parts.front ().stream,
+              released_through);
     }
     for (auto & mark : marks)
       mark.second = MAX (mark.second,
@@ -200,6 +200,7 @@ fanout::replay_release (GstGpuFanOut * self, guint64 released_through)
         copies.pop_front ();
       }
     }
+    chunk_replay_release_unlocked (self, marks, released_through, &gone);
   }
   /* outside the lock: a buffer going back to its pool may wake upstream */
   for (GstMiniObject * o : gone)
@@ -211,9 +212,11 @@ fanout::replay_forget (GstGpuFanOut * self)
 {
   GstGpuFanOutPrivate * priv = self->priv;
   std::map<guint32, ReplayStream> streams;
+  std::map<guint64, ChunkCopy> chunks;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->replay_lock);
     streams.swap (priv->replay_streams);
+    chunks.swap (priv->replay_chunks);
     priv->replay_orphans.clear ();
   }
   for (const auto & kv : streams)

@@ -6,6 +6,7 @@
 #include <gst/gst.h>
 
 #include <deque>
+#include <vector>
 
 #include "gpufan/fanout-port.h"
 #include "gstgpufanout-lane.h"
@@ -39,6 +40,13 @@ struct ReplayStream {
   guint64 decided_through = 0;
 };
 
+/* What chunk mode keeps of a chunk to send it again whole: references to
+ * its items as they were queued, its end once it is closed. */
+struct ChunkCopy {
+  std::vector<QueuedItem> parts;
+  bool ended = false;
+};
+
 /* Replay (gstgpufanout-replay.cpp) */
 /* on-lane-error=replay or on-stall=replay, outside chunk mode */
 bool replay_on (GstGpuFanOut * self);
@@ -65,5 +73,24 @@ void replay_forget (GstGpuFanOut * self);
 /* Lane @id failed: its items go to the other lanes. Returns how many did
  * (@lost: how many could not). */
 guint replay_lane (GstGpuFanOut * self, guint id, guint * lost);
+
+/* Chunk mode's replay (gstgpufanout-chunk-replay.cpp) */
+/* Sets the Session's release listener (once), before the first kept item. */
+void replay_listen (GstGpuFanOut * self);
+/* Keeps a reference to chunk item @item (a buffer, a GAP, or its end) as it
+ * is queued, while replay is on (any lock held: replay_lock is a leaf). */
+void chunk_replay_keep (GstGpuFanOut * self, const QueuedItem & item);
+/* Lane @lane failed: each chunk it held goes again whole, to the lane the
+ * Session picks, in its place (with chunk_move_lock not held). Returns the
+ * frames sent again (@lost: those given up). */
+guint chunk_replay_lane (GstGpuFanOut * self, const LanePtr & lane,
+    guint * lost);
+/* @lane's queue ends at a chunk boundary again: the chunks held for it go
+ * in (with the lane lock held). */
+void chunk_replay_place_held_unlocked (const LanePtr & lane);
+/* The kept chunks below @through (of @stream's marks: replay_release). */
+void chunk_replay_release_unlocked (GstGpuFanOut * self,
+    const std::vector<std::pair<guint32, guint64>> & marks, guint64 through,
+    std::vector<GstMiniObject *> * gone);
 
 } // namespace fanout

@@ -138,6 +138,13 @@ class FanInPort : public StatsView {
   bool NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs) {
     return core().NoteChunkStreamed(lane, seq, outputs);
   }
+  // Chunk `seq`, sent again to `lane` after a lane failure (replay): how
+  // many of its outputs had already left from the lanes it failed on. The
+  // branch makes the same outputs for the same chunk (it starts each chunk
+  // from a reset), so the fan-in drops that many of the new lane's first.
+  uint32_t ChunkOutputsSent(uint32_t lane, uint64_t seq) const {
+    return core().ChunkOutputsSent(lane, seq);
+  }
   // The window's head while it is pending (nothing before it is left to
   // release but what is attached to it): chunk mode sends a head chunk's
   // output as it comes.

@@ -53,6 +53,8 @@ class FanOutPort : public StatsView {
   void SetMaxInFlight(uint32_t limit) { core().SetMaxInFlight(limit); }
   // on-stall=replay (SessionConfig::stall_fails_lane).
   void SetStallFailsLane(bool fails) { core().SetStallFailsLane(fails); }
+  // on-lane-error=replay (SessionConfig::errors_replay).
+  void SetErrorsReplay(bool replay) { core().SetErrorsReplay(replay); }
   void SetChunkMode(bool chunks) { core().SetChunkMode(chunks); }
 
   // --- lanes (lane ids are the fan-out's src pad indices) ---
@@ -354,6 +356,15 @@ class FanOutPort : public StatsView {
   Dispatch Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
                       const std::vector<uint32_t>& allowed) {
     return core().Redispatch(seq, from_lane, pts_ns, allowed);
+  }
+  // Chunk mode's Redispatch: chunk `item` (FailLaneForReplay), which
+  // `from_lane` holds, goes whole to the `allowed` lane expected to finish
+  // it soonest, with its frame count and the outputs that already left
+  // (ReplayItem::sent: the new lane's first that many are dropped by the
+  // fan-in, ChunkOutputsSent).
+  Dispatch ReplayChunk(const ReplayItem& item, uint32_t from_lane,
+                       const std::vector<uint32_t>& allowed) {
+    return core().ReplayChunk(item, from_lane, allowed);
   }
   // The fan-out cannot send item `seq` again (no lane left, or it no longer
   // holds the frame): the item is dropped, counted on `lane` (the lane that

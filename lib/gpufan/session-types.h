@@ -36,6 +36,10 @@ struct SessionConfig {
   // on-stall=replay: a lane whose head waited stall-timeout fails (its items
   // are sent again, see FailLaneForReplay) instead of losing that item.
   bool stall_fails_lane = false;
+  // on-lane-error=replay: a chunk its branch ended without its drain
+  // (EndChunkByBranch) stays the lane's, to be sent again when the lane
+  // fails, instead of being given up.
+  bool errors_replay = false;
   // Chunk mode: an item is a chunk of the frames NoteChunkFrame counts
   // (SetLaneFailed counts those lost). The fan-out moves a stalled lane's
   // items that have not started to other lanes (MoveUnstarted): such an
@@ -50,6 +54,11 @@ struct ReplayItem {
   uint64_t seq = 0;
   int64_t pts_ns = kNoTime;
   uint32_t stream = kMainStream;  // the input stream it belongs to
+  // Chunk mode: the frames that went to the lane, and the chunk's outputs
+  // that already left the fan-in (on this lane and those it failed on
+  // before): its next lane's first that many outputs are not sent again.
+  uint32_t frames = 0;
+  uint32_t sent = 0;
 };
 
 enum class DispatchStatus {

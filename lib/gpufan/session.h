@@ -98,6 +98,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   void SetStallTimeout(int64_t ns);  // > 0
   int64_t stall_timeout_ns() const;
   void SetStallFailsLane(bool fails);
+  void SetErrorsReplay(bool replay);
   bool stall_fails_lane() const;
   void SetChunkMode(bool chunks);  // SessionConfig::chunks
 
@@ -158,6 +159,8 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   std::vector<ReplayItem> FailLaneForReplay(uint32_t lane);
   Dispatch Redispatch(uint64_t seq, uint32_t from_lane, int64_t pts_ns,
                       const std::vector<uint32_t>& allowed);
+  Dispatch ReplayChunk(const ReplayItem& item, uint32_t from_lane,
+                       const std::vector<uint32_t>& allowed);
   void GiveUpReplay(uint32_t lane, uint64_t seq);
   Dispatch MoveUnstarted(uint64_t seq, uint32_t from_lane,
                          const std::vector<uint32_t>& allowed);
@@ -208,6 +211,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   };
   ChunkState ChunkOutput(uint32_t lane, uint64_t seq);
   bool NoteChunkStreamed(uint32_t lane, uint64_t seq, size_t outputs);
+  uint32_t ChunkOutputsSent(uint32_t lane, uint64_t seq) const;
   std::optional<uint64_t> PendingHeadSeq() const;
   uint32_t ItemStream(uint64_t seq) const;
   bool IsOpen(uint64_t seq) const;
@@ -246,6 +250,9 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
     // its outputs that left before it ended (NoteChunkStreamed).
     uint32_t frames = 0;
     uint32_t outputs = 0;
+    // A chunk sent again (ReplayChunk): its outputs that had left the
+    // fan-in from the lanes it failed on (ReplayItem::sent).
+    uint32_t sent_before = 0;
     // Time its lane spent copying it to the lane's GPU (CountGpuFrame): not
     // service time, since adaptive counts it apart (LaneLoad::transfer_ns,
     // queued_transfer_ns).

@@ -107,6 +107,9 @@ bool Session::WaitSettled(uint32_t lane, uint64_t seq) {
       settled = true;
       return true;
     }
+    // ended by its branch, kept for replay (EndChunkByBranch)
+    if (l->ended_by_branch == seq)
+      return true;
     return flushing_ || !l->eligible;
   };
   // Every wake-up is an event: a completion, drop or give-up
@@ -126,7 +129,9 @@ void Session::EndChunkByBranch(uint32_t lane, uint64_t seq) {
     return;
   l->ended_by_branch = seq;
   auto it = FindOutstandingUnlocked(*l, seq);
-  if (it != l->outstanding.end()) {
+  // replay: the lane fails next (its worker sees this), and the chunk goes
+  // again with its other items
+  if (it != l->outstanding.end() && !config_.errors_replay) {
     const Outstanding item = *it;
     l->outstanding.erase(it);
     DropOutstandingUnlocked(*l, item, /*failed=*/true);

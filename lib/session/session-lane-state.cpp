@@ -176,8 +176,9 @@ uint64_t Session::SetLaneFailed(uint32_t lane, bool failed) {
       continue;
     if (!config_.chunks)
       lost++;  // a frame
-    else if (item.frames > item.outputs)  // (none: its first is on its way)
-      lost += item.frames - item.outputs;
+    else if (item.frames > item.sent_before + item.outputs)
+      // (none: its first is on its way)
+      lost += item.frames - item.sent_before - item.outputs;
   }
   // Nothing more comes out of it. The item inside the push that failed
   // counts as failed, the others as dropped.

@@ -26,7 +26,8 @@ std::vector<ReplayItem> Session::FailLaneForReplay(uint32_t lane) {
       // likely what fails.
       DropOutstandingUnlocked(*l, item, /*failed=*/true);
     } else if (item.awaited && window_.IsPending(item.seq)) {
-      out.push_back(ReplayItem{item.seq, item.pts_ns, item.stream});
+      out.push_back(ReplayItem{item.seq, item.pts_ns, item.stream, item.frames,
+                               item.sent_before + item.outputs});
       // Waiting since before the failure: it gets a whole stall timeout on
       // its next lane (Redispatch moves it there).
       if (window_.HeadPending() && window_.head_seq() == item.seq)
@@ -116,6 +117,39 @@ Dispatch Session::ReassignUnlocked(uint64_t seq, int64_t pts_ns,
   return Dispatch{DispatchStatus::kOk, lane_id, seq, true};
 }
 
+Dispatch Session::ReplayChunk(const ReplayItem& item, uint32_t from_lane,
+                              const std::vector<uint32_t>& allowed) {
+  std::lock_guard<Mutex> lock(mutex_);
+  if (flushing_)
+    return Dispatch{DispatchStatus::kFlushing};
+  if (!window_.IsPending(item.seq) || window_.SlotLane(item.seq) != from_lane)
+    return Dispatch{DispatchStatus::kGone};
+  const Dispatch d = ReassignUnlocked(item.seq, item.pts_ns, allowed);
+  if (d.status != DispatchStatus::kOk)
+    return d;
+  Lane *to = FindLaneUnlocked(d.lane);
+  auto it = FindOutstandingUnlocked(*to, item.seq);
+  it->frames = item.frames;
+  it->sent_before = item.sent;
+  // a chunk still being filled goes on filling there
+  if (Lane *from = FindLaneUnlocked(from_lane); from && from->filling == item.seq) {
+    from->filling.reset();
+    to->filling = item.seq;
+  }
+  return d;
+}
+
+uint32_t Session::ChunkOutputsSent(uint32_t lane, uint64_t seq) const {
+  std::lock_guard<Mutex> lock(mutex_);
+  auto l = lanes_.find(lane);
+  if (l == lanes_.end())
+    return 0;
+  for (const Outstanding& o : l->second.outstanding)
+    if (o.seq == seq)
+      return o.sent_before;
+  return 0;
+}
+
 void Session::GiveUpReplay(uint32_t lane, uint64_t seq) {
   std::lock_guard<Mutex> lock(mutex_);
   if (!window_.Drop(seq))
@@ -172,6 +206,11 @@ Dispatch Session::MoveUnstarted(uint64_t seq, uint32_t from_lane,
 void Session::SetChunkMode(bool chunks) {
   std::lock_guard<Mutex> lock(mutex_);
   config_.chunks = chunks;
+}
+
+void Session::SetErrorsReplay(bool replay) {
+  std::lock_guard<Mutex> lock(mutex_);
+  config_.errors_replay = replay;
 }
 
 bool Session::stall_fails_lane() const {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "gst-test-util.h"
 
+#include <gst/video/video.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -227,6 +229,32 @@ bool HasH264Nal(GstBuffer *buffer, int type) {
             (map.data[i + 3] & 0x1f) == type;
   gst_buffer_unmap(buffer, &map);
   return found;
+}
+
+std::string VisibleMd5(GstPad *pad, GstBuffer *buffer) {
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  GstVideoInfo vinfo;
+  std::string sum = "(unmapped)";
+  GstVideoFrame frame;
+  if (caps && gst_video_info_from_caps(&vinfo, caps) &&
+      gst_video_frame_map(&frame, &vinfo, buffer, GST_MAP_READ)) {
+    GChecksum *md5 = g_checksum_new(G_CHECKSUM_MD5);
+    for (guint c = 0; c < GST_VIDEO_FRAME_N_COMPONENTS(&frame); c++) {
+      const auto *data =
+          static_cast<const guint8 *>(GST_VIDEO_FRAME_COMP_DATA(&frame, c));
+      const gint stride = GST_VIDEO_FRAME_COMP_STRIDE(&frame, c);
+      const gint row = GST_VIDEO_FRAME_COMP_WIDTH(&frame, c) *
+                       GST_VIDEO_FRAME_COMP_PSTRIDE(&frame, c);
+      for (gint y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&frame, c); y++)
+        g_checksum_update(md5, data + y * stride, row);
+    }
+    sum = g_checksum_get_string(md5);
+    g_checksum_free(md5);
+    gst_video_frame_unmap(&frame);
+  }
+  if (caps)
+    gst_caps_unref(caps);
+  return sum;
 }
 
 bool HasFactory(const char *name) {

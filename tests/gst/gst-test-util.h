@@ -98,6 +98,10 @@ guint CountMetas(GstBuffer *buffer);
 // An H.264 byte-stream buffer holds a NAL unit of `type` (5: an IDR slice,
 // 7: a sequence parameter set).
 bool HasH264Nal(GstBuffer *buffer, int type);
+// The md5 of a raw video buffer's visible pixels, row by row whatever the
+// strides of its pool, read with the current caps of `pad`; "(unmapped)"
+// when it cannot be read.
+std::string VisibleMd5(GstPad *pad, GstBuffer *buffer);
 // Whether the registry has element factory `name` (tests that need an
 // optional plugin skip without it).
 bool HasFactory(const char *name);

@@ -38,29 +38,7 @@ struct Frames {
                                  gpointer user_data) {
     auto *self = static_cast<Frames *>(user_data);
     GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
-    GstCaps *caps = gst_pad_get_current_caps(pad);
-    GstVideoInfo vinfo;
-    std::string sum = "(unmapped)";
-    if (caps && gst_video_info_from_caps(&vinfo, caps)) {
-      GstVideoFrame frame;
-      if (gst_video_frame_map(&frame, &vinfo, buffer, GST_MAP_READ)) {
-        GChecksum *md5 = g_checksum_new(G_CHECKSUM_MD5);
-        for (guint c = 0; c < GST_VIDEO_FRAME_N_COMPONENTS(&frame); c++) {
-          const guint8 *data =
-              static_cast<const guint8 *>(GST_VIDEO_FRAME_COMP_DATA(&frame, c));
-          const gint stride = GST_VIDEO_FRAME_COMP_STRIDE(&frame, c);
-          const gint row = GST_VIDEO_FRAME_COMP_WIDTH(&frame, c) *
-                           GST_VIDEO_FRAME_COMP_PSTRIDE(&frame, c);
-          for (gint y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(&frame, c); y++)
-            g_checksum_update(md5, data + y * stride, row);
-        }
-        sum = g_checksum_get_string(md5);
-        g_checksum_free(md5);
-        gst_video_frame_unmap(&frame);
-      }
-    }
-    if (caps)
-      gst_caps_unref(caps);
+    const std::string sum = VisibleMd5(pad, buffer);
     std::lock_guard<std::mutex> lk(self->mutex);
     self->pts.push_back(GST_BUFFER_PTS(buffer));
     self->md5.push_back(sum);
