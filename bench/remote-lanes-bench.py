@@ -85,6 +85,68 @@ def run_pipeline(launch):
     return ended - started, (first[0] - started) if first else None, pts
 
 
+def start_worker(program, port, branch):
+    worker = subprocess.Popen(
+        [program, "--listen", f"srt://127.0.0.1:{port}", "--branch", branch],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = worker.stdout.readline()
+    if "listening on" not in line:
+        worker.kill()
+        raise RuntimeError(f"worker did not start: {line!r}")
+    return worker
+
+
+def run_kill(launch, workers, restart, kill_after):
+    """The kill-and-restart run: workers[0] is SIGKILLed once kill_after
+    frames came out and started again (restart()) at its lane's
+    gpufan-lane-failed. Seconds: run, kill to failed, failed to restored;
+    and the output's timestamps."""
+    pipeline = Gst.parse_launch(launch)
+    pts = []
+    killed = []
+
+    def probe(_pad, info):
+        buffer = info.get_buffer()
+        pts.append(buffer.dts if buffer.dts != Gst.CLOCK_TIME_NONE
+                   else buffer.pts)
+        if len(pts) == kill_after:
+            workers[0].kill()
+            killed.append(time.monotonic())
+        return Gst.PadProbeReturn.OK
+
+    pipeline.get_by_name("timedsink").get_static_pad("sink").add_probe(
+        Gst.PadProbeType.BUFFER, probe)
+    bus = pipeline.get_bus()
+    started = time.monotonic()
+    pipeline.set_state(Gst.State.PLAYING)
+    failed = restored = msg = None
+    deadline = started + HUNG_AFTER_S
+    while time.monotonic() < deadline:
+        msg = bus.timed_pop_filtered(
+            int((deadline - time.monotonic()) * Gst.SECOND),
+            Gst.MessageType.ERROR | Gst.MessageType.EOS |
+            Gst.MessageType.ELEMENT)
+        if msg is None or msg.type != Gst.MessageType.ELEMENT:
+            break
+        name = msg.get_structure().get_name()
+        if name == "gpufan-lane-failed" and failed is None:
+            failed = time.monotonic()
+            workers[0].wait()
+            workers[0] = restart()
+        elif name == "gpufan-lane-restored" and restored is None:
+            restored = time.monotonic()
+    ended = time.monotonic()
+    pipeline.set_state(Gst.State.NULL)
+    if msg is None or msg.type != Gst.MessageType.EOS:
+        raise RuntimeError(f"kill run: no EOS ({msg.type if msg else 'hung'})")
+    if not killed or failed is None:
+        raise RuntimeError(f"kill run: killed {bool(killed)}, failed "
+                           f"{failed is not None}")
+    # None: the stream ended before the rebuild (a short --smoke run)
+    return (ended - started, failed - killed[0],
+            restored - failed if restored else None), pts
+
+
 def make_input(path, frames, size, gop):
     w, h = size
     subprocess.run(
@@ -120,19 +182,13 @@ def main():
     branch = f"avdec_h264 ! {args.enc}"
     tmp = tempfile.mkdtemp(prefix="gpufan-remote-bench-")
     path = os.path.join(tmp, "in.mp4")
+    kill_path = os.path.join(tmp, "kill.mp4")
     make_input(path, args.frames, size, args.gop)
     ports = [free_port_pair(), free_port_pair()]
     workers = []
     try:
         for port in ports:
-            worker = subprocess.Popen(
-                [args.worker, "--listen", f"srt://127.0.0.1:{port}",
-                 "--branch", branch], stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, text=True)
-            workers.append(worker)
-            line = worker.stdout.readline()
-            if "listening on" not in line:
-                raise RuntimeError(f"worker did not start: {line!r}")
+            workers.append(start_worker(args.worker, port, branch))
         head = (f"filesrc location={path} ! qtdemux ! h264parse ! "
                 "gpufanout name=f chunk=keyframes devices=cpu:2 "
                 "gpufanin name=i ! fakesink name=timedsink sync=false ")
@@ -154,12 +210,32 @@ def main():
                         f"order: {pts == sorted(pts)}")
                 results[name]["s"].append(secs)
                 results[name]["first_s"].append(first)
+        # gpufanbin over the same two workers (its recovery restores the
+        # lane); worker 0 killed a third of the way in
+        uris = ",".join(f"srt://127.0.0.1:{p}" for p in ports)
+        # three times as long: the lane is back well before the end
+        kill_frames = args.frames * 3
+        make_input(kill_path, kill_frames, size, args.gop)
+        kill_launch = (
+            f"filesrc location={kill_path} ! qtdemux ! h264parse ! gpufanbin "
+            f"chunk=keyframes remote-lanes=\"{uris}\" "
+            "lane-restart-delay=200000000 ! fakesink name=timedsink "
+            "sync=false")
+        (kill_s, to_failed, to_restored), pts = run_kill(
+            kill_launch, workers,
+            lambda: start_worker(args.worker, ports[0], branch),
+            args.frames // 3)
+        if len(pts) != kill_frames or pts != sorted(pts) or \
+                len(set(pts)) != kill_frames:
+            raise RuntimeError(f"kill run: {len(pts)} of {kill_frames} "
+                               f"frames, in order: {pts == sorted(pts)}")
     finally:
         for worker in workers:
             worker.terminate()
             worker.communicate(timeout=HUNG_AFTER_S)
-        if os.path.exists(path):
-            os.unlink(path)
+        for p in (path, kill_path):
+            if os.path.exists(p):
+                os.unlink(p)
         os.rmdir(tmp)
 
     fps = {n: args.frames / statistics.median(r["s"])
@@ -173,11 +249,22 @@ def main():
               f"{first[n] * 1000:7.1f} ms")
     print(f"  remote/local throughput {ratio:.3f}; added first-frame latency "
           f"{(first['remote'] - first['local']) * 1000:.1f} ms")
+    restored = (f"restored {to_restored:.2f} s after that"
+                if to_restored is not None else
+                "not restored before the stream ended")
+    undisturbed = 3 * statistics.median(results["remote"]["s"])
+    print(f"  kill-and-restart (gpufanbin, {args.frames * 3} frames, worker 0 "
+          f"SIGKILLed after {args.frames // 3} out, restarted at its lane's "
+          f"failure): every frame once, in order; lane failed "
+          f"{to_failed:.2f} s after the kill, {restored}; run {kill_s:.2f} s "
+          f"against {undisturbed:.2f} s (3 x an undisturbed remote run)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"frames": args.frames, "size": args.size,
                        "gop": args.gop, "branch": branch, "runs": results,
-                       "fps": fps, "ratio": ratio, "first_s": first}, f,
+                       "fps": fps, "ratio": ratio, "first_s": first,
+                       "kill": {"run_s": kill_s, "to_failed_s": to_failed,
+                                "to_restored_s": to_restored}}, f,
                       indent=1)
     return 0
 

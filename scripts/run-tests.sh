@@ -152,7 +152,10 @@ sanitizer_run() {  # NAME (asan|tsan) TITLE SKIP_VARIABLE MESON_ARGS...
     extra_cases+=(--case "$name: build=failed")
     return
   fi
-  meson test -C "$dir" --setup "$name" --suite lib --suite gst \
+  local suites=(--suite lib --suite gst)
+  # the lane worker's input path, fed corrupted GDP (tests/python)
+  [[ $name == asan ]] && suites+=(--suite worker-fuzz)
+  meson test -C "$dir" --setup "$name" "${suites[@]}" \
     --print-errorlogs --num-processes "${GPUFAN_TEST_PROCESSES:-2}" "${test_args[@]}"
   summary_runs+=(--run "$name" "$dir/tests/results" "$dir/meson-logs/testlog-$name.json")
 }
