@@ -287,7 +287,7 @@ bool IsStreamStats(const GstStructure *s) {
          gst_structure_has_field(s, "streams");
 }
 
-// gpufanin's gpufan-stats at EOS: the per-stream figures (shared only).
+// The final gpufan-stats at EOS: the per-stream figures (shared only).
 void ReadStreamStats(const GstStructure *s, Fields *out) {
   const GValue *streams = gst_structure_get_value(s, "streams");
   if (!streams || !GST_VALUE_HOLDS_ARRAY(streams))
@@ -372,7 +372,7 @@ int RunChild(const ChildSpec& spec) {
   long threads_max = 0;
   std::vector<double> threads_samples;
   long rss_max_kb = 0;
-  // gpufanin's gpufan-stats message: 0 none, 1 before the EOS message, 2
+  // The final gpufan-stats message: 0 none, 1 before the EOS message, 2
   // after it.
   int stats_message = 0;
   bool done = !error.empty();

@@ -138,7 +138,11 @@ std::string PipelineDescription(const Options& o, int lanes,
   if (lanes == 0)
     return d + " ! " + LaneDescription(o) + " ! identity name=demo_out ! " +
            sink;
+  // The CPU branch asks for CPU lanes: with devices=auto a machine without
+  // a GPU would get them too, but with a "No GPU" warning meant for users
+  // who expected GPUs.
   d += " ! gpufanout name=f policy=" + std::string(o.policy) +
+       (o.cuda ? "" : " devices=cpu") +
        "  gpufanin name=m ! identity name=demo_out ! " + sink;
   for (int i = 0; i < lanes; i++) {
     const std::string n = std::to_string(i);

@@ -29,4 +29,5 @@ plugin_init (GstPlugin * plugin)
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, gpufan,
     "Ordered fan-out/fan-in of a stream over several GPUs or CPU lanes",
-    plugin_init, PACKAGE_VERSION, "LGPL", "gst-gpufan", GST_PACKAGE_ORIGIN)
+    plugin_init, PACKAGE_VERSION, GST_LICENSE, GST_PACKAGE_NAME,
+    GST_PACKAGE_ORIGIN)

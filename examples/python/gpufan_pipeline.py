@@ -10,9 +10,10 @@ Builds, element by element,
 
 The lanes run at different speeds, so frames come back out of order and
 gpufanin puts them back. The program reads gpufanout's `stats` property while
-the pipeline is PLAYING, prints the `gpufan-stats` message that gpufanin posts
-at EOS, and checks that every frame reached the sink once, in input order
-(the sink sees the PTS sequence that entered the fan-out).
+the pipeline is PLAYING, prints the `gpufan-stats` message posted at EOS
+(its source is gpufanout; gpufanin posts it for it), and checks that every
+frame reached the sink once, in input order (the sink sees the PTS sequence
+that entered the fan-out).
 
 Exit status: 0 when order and counts are right; 1 on a wrong order or count,
 a pipeline error, or a pipeline that does not end.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/gstgpufanbinding.h"
+#include "common/gstgpufancaps.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_bin_debug
 
@@ -199,5 +200,95 @@ fanbin::make_lane_branch (GstGpuFanBin * self, const std::string & bound,
     gst_object_unref (gst_object_ref_sink (lane));
     return nullptr;
   }
+  GST_OBJECT_LOCK (self);
+  const std::string props = self->lane_properties ? self->lane_properties : "";
+  GST_OBJECT_UNLOCK (self);
+  GstStructure * settings = nullptr;
+  const bool set = parse_lane_properties (props, &settings, error)
+      && apply_lane_properties (lane, settings, error);
+  if (settings)
+    gst_structure_free (settings);
+  if (!set) {
+    gst_object_unref (gst_object_ref_sink (lane));
+    return nullptr;
+  }
   return lane;
+}
+
+/* The element behind @lane's ghost pad @name (a ref). */
+static GstElement *
+branch_end (GstElement * lane, const char * name)
+{
+  GstPad * ghost = gst_element_get_static_pad (lane, name);
+  GstPad * target
+      = ghost ? gst_ghost_pad_get_target (GST_GHOST_PAD (ghost)) : nullptr;
+  GstElement * element = target ? gst_pad_get_parent_element (target) : nullptr;
+  g_clear_object (&target);
+  g_clear_object (&ghost);
+  return element;
+}
+
+/* What the branch's output gives against what downstream of the bin takes. */
+static std::string
+output_caps_error (GstGpuFanBin * self, GstElement * lane,
+    const std::string & which, GstPad * to_fanin)
+{
+  GstPad * out = gst_element_get_static_pad (lane, "src");
+  GstCaps * gives = gst_pad_query_caps (out, nullptr);
+  GstCaps * takes = gst_pad_query_caps (to_fanin, nullptr);
+  GstElement * last = branch_end (lane, "src");
+  const std::string text = which + " gives " + gst_gpufan_caps_text (gives)
+      + " (from its last element, "
+      + (last ? gst_gpufan_element_text (last) : std::string ("?"))
+      + "), which downstream of " + GST_OBJECT_NAME (self)
+      + " cannot take (it takes " + gst_gpufan_caps_text (takes)
+      + "): end the branch with a converter (e.g. videoconvert) or with caps "
+        "downstream takes";
+  g_clear_object (&last);
+  gst_caps_unref (gives);
+  gst_caps_unref (takes);
+  gst_object_unref (out);
+  return text;
+}
+
+std::string
+fanbin::link_caps_error (GstGpuFanBin * self, GstElement * lane,
+    GstPad * from_fanout, GstPad * to_fanin, bool at_output)
+{
+  const std::string which
+      = "Lane " + std::string (GST_OBJECT_NAME (lane) + 4) + "'s branch";
+  GstPad * in = gst_element_get_static_pad (lane, "sink");
+  GstCaps * offered = gst_pad_query_caps (from_fanout, nullptr);
+  GstCaps * in_caps = gst_pad_query_caps (in, nullptr);
+  /* The output is linked first: its failure may come from the input's
+   * caps, which the branch passes through (a capsfilter at its start). */
+  const bool input_fits = gst_caps_can_intersect (offered, in_caps);
+  std::string text;
+  GstCaps * takes = nullptr;
+  GstElement * refuser = input_fits
+      ? nullptr
+      : gst_gpufan_link_refuser (in, offered, self->fanin, &takes);
+  if (input_fits && at_output) {
+    text = output_caps_error (self, lane, which, to_fanin);
+  } else if (refuser) {
+    text = which + " cannot take the caps " + GST_OBJECT_NAME (self)
+        + " receives: " + gst_gpufan_element_text (refuser) + " refuses "
+        + gst_gpufan_caps_text (offered) + " (it takes "
+        + gst_gpufan_caps_text (takes)
+        + "): put a converter (e.g. videoconvert) at the branch's start, or "
+          "make upstream give caps it takes";
+  } else {
+    /* the branch passes the caps on, and downstream of the bin refuses them */
+    text = which + " passes on " + gst_gpufan_caps_text (offered)
+        + ", which downstream of " + GST_OBJECT_NAME (self)
+        + " cannot take (it takes " + gst_gpufan_caps_text (in_caps)
+        + "): put a converter (e.g. videoconvert) in the branch or after "
+        + GST_OBJECT_NAME (self);
+  }
+  g_clear_object (&refuser);
+  g_clear_pointer (&takes, gst_caps_unref);
+  gst_caps_unref (in_caps);
+  gst_caps_unref (offered);
+  gst_object_unref (in);
+  return text;
 }

@@ -152,7 +152,7 @@ fanbin::remove_lanes (GstGpuFanBin * self)
 
 gboolean
 fanbin::add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
-    GstPad * to_fanin, bool sync_state)
+    GstPad * to_fanin, bool sync_state, std::string * error)
 {
   gst_bin_add (GST_BIN (self), lane);
   {
@@ -161,14 +161,26 @@ fanbin::add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
   }
   GstPad * in = gst_element_get_static_pad (lane, "sink");
   GstPad * out = gst_element_get_static_pad (lane, "src");
-  bool linked = gst_pad_link (out, to_fanin) == GST_PAD_LINK_OK;
+  GstPadLinkReturn ret = gst_pad_link (out, to_fanin);
+  bool at_output = true;
+  bool started = true;
   /* in the bin's state before the fan-out can push into it */
-  if (linked && sync_state)
-    linked = gst_element_sync_state_with_parent (lane);
-  linked = linked && gst_pad_link (from_fanout, in) == GST_PAD_LINK_OK;
+  if (ret == GST_PAD_LINK_OK && sync_state)
+    started = gst_element_sync_state_with_parent (lane);
+  if (ret == GST_PAD_LINK_OK && started) {
+    ret = gst_pad_link (from_fanout, in);
+    at_output = false;
+  }
   gst_object_unref (in);
   gst_object_unref (out);
-  return linked;
+  if (ret == GST_PAD_LINK_NOFORMAT)
+    *error = link_caps_error (self, lane, from_fanout, to_fanin, at_output);
+  else if (!started)
+    *error = std::string (GST_OBJECT_NAME (lane)) + "'s branch cannot start";
+  else if (ret != GST_PAD_LINK_OK)
+    *error = std::string ("Cannot link ") + GST_OBJECT_NAME (lane)
+        + "'s branch (" + gst_pad_link_get_name (ret) + ")";
+  return ret == GST_PAD_LINK_OK && started;
 }
 
 #define BRANCH_ERROR(self, text, detail)                                       \
@@ -234,10 +246,8 @@ fanbin::build_lanes (GstGpuFanBin * self)
       ok = FALSE;
       break;
     }
-    if (!fanbin::add_lane (self, lane, outs[i], ins[i], false)) {
-      BRANCH_ERROR (self,
-          "Cannot link lane " + std::to_string (i) + "'s branch",
-          "branch=\"" + branch + "\"");
+    if (!fanbin::add_lane (self, lane, outs[i], ins[i], false, &error)) {
+      BRANCH_ERROR (self, error, "branch=\"" + branch + "\"");
       ok = FALSE;
     }
   }

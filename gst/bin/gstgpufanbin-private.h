@@ -6,6 +6,8 @@
  *   gstgpufanbin-branch.cpp     one lane's branch, made for its device
  *   gstgpufanbin-recovery.cpp   a failed lane's branch built again
  *                               (lane-restart-delay)
+ *   gstgpufanbin-laneprops.cpp  lane-properties: the same setting on
+ *                               every lane
  * It reaches the fan-out and fan-in through their public interface only
  * (properties, pads, gpufanout's action signals). */
 #pragma once
@@ -34,6 +36,7 @@ struct _GstGpuFanBin {
   gchar * branch;
   guint lanes;
   guint64 restart_delay_ns; /* lane-restart-delay */
+  gchar * lane_properties;  /* lane-properties, as the user wrote it */
 
   /* The built lanes, between NULL->READY and READY->NULL: built by the
    * state change, and by recovery while streaming. */
@@ -61,9 +64,11 @@ GQuark lane_id_quark (void);
 gint placed_gpu (GstGpuFanBin * self, guint lane_id);
 /* Adds @lane to the bin and links it, downstream first, and with
  * @sync_state in the bin's state before the fan-out links to it; FALSE if
- * a step failed (the lane stays in the bin, removed with the others). */
+ * a step failed (the lane stays in the bin, removed with the others), with
+ * *error saying what to do (a caps mismatch names the caps and the element
+ * that refused them). */
 gboolean add_lane (GstGpuFanBin * self, GstElement * lane, GstPad * from_fanout,
-    GstPad * to_fanin, bool sync_state);
+    GstPad * to_fanin, bool sync_state, std::string * error);
 
 /* Takes lane @lane_id's branch out of the bin and gives its pads back
  * (READY: no data flows). */
@@ -79,6 +84,24 @@ bool branch_for_gpu (const std::string & branch, gint gpu, std::string * bound,
  * with *error set. */
 GstElement * make_lane_branch (GstGpuFanBin * self, const std::string & bound,
     guint lane_id, gint gpu, std::string * error);
+/* Why lane @lane_id's branch @lane cannot be linked between @from_fanout
+ * and @to_fanin for caps: which caps did not fit where, and what to do. */
+std::string link_caps_error (GstGpuFanBin * self, GstElement * lane,
+    GstPad * from_fanout, GstPad * to_fanin, bool at_output);
+
+/* lane-properties (gstgpufanbin-laneprops.cpp) */
+/* @text ("g::sigma=3.5, enc::bitrate=4000") as a structure, nullptr for
+ * none; false with *error set if it does not parse. */
+bool parse_lane_properties (const std::string & text, GstStructure ** settings,
+    std::string * error);
+/* Each of @settings on @lane's branch (before it starts, or while it
+ * runs); false with *error set at the first that names nothing there or
+ * whose value does not fit. */
+bool apply_lane_properties (GstElement * lane, const GstStructure * settings,
+    std::string * error);
+/* lane-properties changed: every built lane gets the new settings (a
+ * WARNING says which did not apply). */
+void apply_lane_properties_to_running (GstGpuFanBin * self);
 
 /* Recovery (gstgpufanbin-recovery.cpp) */
 Recovery * recovery_new (void);

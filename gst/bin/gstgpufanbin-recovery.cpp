@@ -126,9 +126,10 @@ rebuild (GstGpuFanBin * self, const Job & job)
   } else if (go) {
     error = "no pad for a new lane";
   }
-  const bool built = lane && add_lane (self, lane, out, in, true);
+  std::string link_error;
+  const bool built = lane && add_lane (self, lane, out, in, true, &link_error);
   if (lane && !built) {
-    error = "cannot link or start the new branch";
+    error = link_error;
     /* nothing of a lane that did not start stays */
     remove_lane (self, lane_id);
   }

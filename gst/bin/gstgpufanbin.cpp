@@ -58,6 +58,7 @@ enum {
   BIN_PROP_BRANCH,
   BIN_PROP_LANES,
   BIN_PROP_RESTART_DELAY,
+  BIN_PROP_LANE_PROPERTIES,
   BIN_PROP_FIRST_CHILD,
 };
 
@@ -182,6 +183,13 @@ gst_gpufan_bin_set_property (GObject * object, guint prop_id,
       self->restart_delay_ns = g_value_get_uint64 (value);
       GST_OBJECT_UNLOCK (self);
       break;
+    case BIN_PROP_LANE_PROPERTIES:
+      GST_OBJECT_LOCK (self);
+      g_free (self->lane_properties);
+      self->lane_properties = g_value_dup_string (value);
+      GST_OBJECT_UNLOCK (self);
+      fanbin::apply_lane_properties_to_running (self);
+      break;
     default:
       if (prop_id >= BIN_PROP_FIRST_CHILD)
         g_object_set_property (G_OBJECT (child_for (self, prop_id)),
@@ -212,6 +220,11 @@ gst_gpufan_bin_get_property (GObject * object, guint prop_id, GValue * value,
     case BIN_PROP_RESTART_DELAY:
       GST_OBJECT_LOCK (self);
       g_value_set_uint64 (value, self->restart_delay_ns);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case BIN_PROP_LANE_PROPERTIES:
+      GST_OBJECT_LOCK (self);
+      g_value_set_string (value, self->lane_properties);
       GST_OBJECT_UNLOCK (self);
       break;
     default:
@@ -367,6 +380,7 @@ gst_gpufan_bin_finalize (GObject * object)
   fanbin::recovery_free (self->recovery);
   delete self->branches;
   g_free (self->branch);
+  g_free (self->lane_properties);
   G_OBJECT_CLASS (gst_gpufan_bin_parent_class)->finalize (object);
 }
 
@@ -429,11 +443,33 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
    * next start.
    */
   g_object_class_install_property (gobject_class, BIN_PROP_RESTART_DELAY,
-      g_param_spec_uint64 ("lane-restart-delay", "Lane restart delay",
+      g_param_spec_uint64 ("lane-restart-delay", "Lane restart delay (ns)",
           "Nanoseconds after a lane failed until a fresh branch takes its "
           "place (doubled for each further failure there, up to 60 s); 0 = "
           "never",
           0, MAX_RESTART_DELAY, DEFAULT_RESTART_DELAY,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+              | GST_PARAM_MUTABLE_PLAYING)));
+
+  /**
+   * GstGpuFanBin:lane-properties:
+   *
+   * The same property settings on every lane's branch, as
+   * `ELEMENT::PROPERTY=VALUE` separated by commas, e.g.
+   * `g::sigma=3.5, enc::bitrate=4000` (elements named in `branch`, or by
+   * factory name: `gaussianblur::sigma=3.5` sets every gaussianblur of a
+   * lane). Applied to each lane as it is built (an ELEMENT or PROPERTY that
+   * is not there fails the change to READY with a message that says so),
+   * and to the running lanes when set while playing (a WARNING says what
+   * did not apply). One lane alone: `lane0::g::sigma=3.5`, as for any bin.
+   */
+  g_object_class_install_property (gobject_class, BIN_PROP_LANE_PROPERTIES,
+      g_param_spec_string ("lane-properties", "Lane properties",
+          "The same settings on every lane's branch: ELEMENT::PROPERTY=VALUE, "
+          "comma-separated (e.g. \"g::sigma=3.5, x264enc::bitrate=4000\"); "
+          "applied as each lane is built and, when changed, to the running "
+          "lanes",
+          nullptr,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 
@@ -463,4 +499,6 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
       "lanes) and outputs the frames in input order: gpufanout, the branch "
       "per lane, gpufanin",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanbin");
 }

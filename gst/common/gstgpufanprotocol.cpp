@@ -239,8 +239,18 @@ gst_gpufan_pair_query_set_fanout (GstQuery * query, GstElement * fanout)
 {
   gchar * name = gst_object_get_name (GST_OBJECT (fanout));
   gst_structure_set (gst_query_writable_structure (query), "fanout",
-      G_TYPE_STRING, name, nullptr);
+      G_TYPE_STRING, name, "fanout-element", GST_TYPE_ELEMENT, fanout, nullptr);
   g_free (name);
+}
+
+GstElement *
+gst_gpufan_pair_query_get_fanout_element (GstQuery * query)
+{
+  const GstStructure * s = gst_query_get_structure (query);
+  GstElement * fanout = nullptr;
+  if (s)
+    gst_structure_get (s, "fanout-element", GST_TYPE_ELEMENT, &fanout, nullptr);
+  return fanout;
 }
 
 gchar *

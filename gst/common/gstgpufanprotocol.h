@@ -124,9 +124,12 @@ gboolean gst_gpufan_chunk_start_parse (GstEvent * event, guint64 * session_id,
 GstQuery *
 gst_gpufan_pair_query_new (const std::shared_ptr<gpufan::FanInPort> * session,
     guint lane, GstElement * fanout);
-/* The name of the gpufanout that asked or answered ("?" if none said). */
+/* The gpufanout that asked or answered: its name ("?" if none said), and
+ * the element itself (a new reference, or NULL), in whose name gpufanin
+ * posts the final statistics. */
 void gst_gpufan_pair_query_set_fanout (GstQuery * query, GstElement * fanout);
 gchar * gst_gpufan_pair_query_get_fanout (GstQuery * query);
+GstElement * gst_gpufan_pair_query_get_fanout_element (GstQuery * query);
 gboolean gst_gpufan_is_pair_query (GstQuery * query);
 /* Reads the session and lane; FALSE if the query carries no session. */
 gboolean gst_gpufan_pair_query_parse (GstQuery * query,

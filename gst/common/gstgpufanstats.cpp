@@ -9,6 +9,7 @@
 #include "gstgpufanprotocol.h"
 
 #include <string>
+#include <vector>
 
 /* @counts as fields named @prefix + "in-place", "copies-peer", ... */
 static void
@@ -130,21 +131,51 @@ take_structure_array (GstStructure * s, const gchar * field,
   gst_structure_take_value (s, field, &array);
 }
 
-GstStructure *
-gst_gpufan_stats_to_structure (const gpufan::StatsView & session)
+/* A few of each lane's figures again as flat fields (lane0-completed,
+ * ...): `gst-launch-1.0 -m` prints the nested `lanes` array as one escaped
+ * string, these as plain `name=(type)value` (see docs/elements.md). */
+static void
+lanes_to_flat_fields (const std::vector<gpufan::LaneStats> & lanes,
+    GstStructure * s)
+{
+  for (const auto & l : lanes) {
+    const std::string p = "lane" + std::to_string (l.lane) + "-";
+    /* kind:index: no spaces, so -m prints it unescaped */
+    const std::string device
+        = std::string (gpufan::DeviceKindName (l.device.kind)) + ":"
+        + std::to_string (l.device.index);
+    gst_structure_set (s, (p + "device").c_str (), G_TYPE_STRING,
+        device.c_str (), (p + "state").c_str (), G_TYPE_STRING,
+        gpufan::LaneHealthName (l.state), (p + "dispatched").c_str (),
+        G_TYPE_UINT64, l.dispatched, (p + "completed").c_str (), G_TYPE_UINT64,
+        l.completed, (p + "dropped").c_str (), G_TYPE_UINT64, l.dropped,
+        (p + "failed").c_str (), G_TYPE_UINT64, l.failed, (p + "fps").c_str (),
+        G_TYPE_DOUBLE, l.fps, nullptr);
+  }
+}
+
+/* With @is_final (a message's), the `final` field first. */
+static GstStructure *
+stats_to_structure (const gpufan::StatsView & session,
+    const gboolean * is_final)
 {
   const gpufan::SessionStats stats = session.Stats ();
 
-  GstStructure * s = gst_structure_new (GST_GPUFAN_STATS_NAME, "policy",
-      G_TYPE_STRING, gpufan::PolicyName (stats.policy), "dispatched",
-      G_TYPE_UINT64, stats.dispatched, "released", G_TYPE_UINT64,
-      stats.released, "unmatched", G_TYPE_UINT64, stats.unmatched, "in-flight",
-      G_TYPE_UINT, stats.in_flight, "max-in-flight", G_TYPE_UINT,
-      stats.max_in_flight, "window-peak", G_TYPE_UINT, stats.window_peak,
-      "elapsed", G_TYPE_UINT64, (guint64)MAX (stats.elapsed_ns, 0),
-      "input-ended", G_TYPE_BOOLEAN, stats.input_ended, "added-latency",
-      G_TYPE_UINT64, (guint64)MAX (stats.added_latency_ns, 0), nullptr);
+  GstStructure * s = gst_structure_new_empty (GST_GPUFAN_STATS_NAME);
+  if (is_final)
+    gst_structure_set (s, "final", G_TYPE_BOOLEAN, *is_final, nullptr);
+  gst_structure_set (s, "policy", G_TYPE_STRING,
+      gpufan::PolicyName (stats.policy), "dispatched", G_TYPE_UINT64,
+      stats.dispatched, "released", G_TYPE_UINT64, stats.released, "unmatched",
+      G_TYPE_UINT64, stats.unmatched, "in-flight", G_TYPE_UINT, stats.in_flight,
+      "max-in-flight", G_TYPE_UINT, stats.max_in_flight, "window-peak",
+      G_TYPE_UINT, stats.window_peak, "elapsed", G_TYPE_UINT64,
+      (guint64)MAX (stats.elapsed_ns, 0), "input-ended", G_TYPE_BOOLEAN,
+      stats.input_ended, "added-latency", G_TYPE_UINT64,
+      (guint64)MAX (stats.added_latency_ns, 0), nullptr);
   gpu_counts_to_structure (stats.output_gpu, "output-gpu-", s);
+  /* before the array, so that -m shows the readable part first */
+  lanes_to_flat_fields (stats.lanes, s);
   take_structure_array (s, "lanes", stats.lanes, lane_stats_to_structure);
   if (!stats.streams.empty ())
     take_structure_array (s, "streams", stats.streams,
@@ -152,8 +183,15 @@ gst_gpufan_stats_to_structure (const gpufan::StatsView & session)
   return s;
 }
 
-GstMessage *
-gst_gpufan_stats_message_new (GstObject * src, const gpufan::StatsView & session)
+GstStructure *
+gst_gpufan_stats_to_structure (const gpufan::StatsView & session)
 {
-  return gst_message_new_element (src, gst_gpufan_stats_to_structure (session));
+  return stats_to_structure (session, nullptr);
+}
+
+GstMessage *
+gst_gpufan_stats_message_new (GstObject * src,
+    const gpufan::StatsView & session, gboolean is_final)
+{
+  return gst_message_new_element (src, stats_to_structure (session, &is_final));
 }

@@ -17,5 +17,8 @@
 GstStructure * gst_gpufan_stats_to_structure (const gpufan::StatsView & session);
 /* Why a stalled lane is stalled, for the stats and warnings (g_free). */
 gchar * gst_gpufan_stall_reason (const gpufan::LaneStats & lane);
+/* The `gpufan-stats` element message from @src (always the session's
+ * gpufanout, see docs/elements.md): the structure with `final` first, TRUE
+ * for the one at the end of the stream, FALSE for a stats-interval one. */
 GstMessage * gst_gpufan_stats_message_new (GstObject * src,
-    const gpufan::StatsView & session);
+    const gpufan::StatsView & session, gboolean is_final);

@@ -25,6 +25,22 @@ gst_gpufan_in_all_pads_eos_unlocked (GstGpuFanInPrivate * priv)
   return true;
 }
 
+/* Every gpufan-stats message comes from the gpufanout (the element present
+ * with or without a fan-in, whose `stats-interval` posts the periodic
+ * ones): the final one too, although only we know when the window is
+ * drained. */
+void
+gst_gpufan_in_post_stats (GstGpuFanIn * self, const gpufan::StatsView & session)
+{
+  GstElement * fanout = GST_ELEMENT (g_weak_ref_get (&self->priv->fanout));
+  GstElement * src = fanout ? fanout : GST_ELEMENT (self);
+  GST_DEBUG_OBJECT (self,
+      "posting the statistics in the name of %" GST_PTR_FORMAT, src);
+  gst_element_post_message (src,
+      gst_gpufan_stats_message_new (GST_OBJECT (src), session, TRUE));
+  gst_clear_object (&fanout);
+}
+
 /* A lane's new stream-start: its EOS is gone; after our EOS went out (the
  * fan-out's streams all ended, then one started again), the output runs
  * again and a new stream-start goes out before what comes. TRUE when the
@@ -146,9 +162,19 @@ gst_gpufan_in_finish_stream (GstGpuFanIn * self,
     gst_gpufan_in_push_sticky (self, &sticky);
   }
 
-  if (session && !priv->streams_stats_posted) {
-    gst_element_post_message (GST_ELEMENT (self),
-        gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
+  if (session) {
+    /* with several streams, once: a stream output that sends the last
+     * stream's EOS now may be posting them (post_stats_before_last_eos) */
+    std::lock_guard<gpufan::Mutex> st (priv->stats_lock);
+    bool streams;
+    {
+      std::lock_guard<gpufan::Mutex> lk (priv->lock);
+      streams = !priv->stream_outputs.empty ();
+    }
+    if (!priv->streams_stats_posted) {
+      priv->streams_stats_posted = streams;
+      gst_gpufan_in_post_stats (self, *session);
+    }
   }
   GST_DEBUG_OBJECT (self, "all lanes ended, pushing EOS");
   GstEvent * eos = gst_event_new_eos ();

@@ -12,6 +12,7 @@
 
 #include "gstgpufanin-private.h"
 
+#include "common/gstgpufancaps.h"
 #include "common/gstgpufancudacontext.h"
 #include "common/gstgpufandevices.h"
 #include "common/gstgpufanhostmemory.h"
@@ -276,8 +277,25 @@ gst_gpufan_in_output_failed (GstGpuFanIn * self, gpufan::FanInPort & session,
     priv->output.PushReturnedUnlocked (ret);
   }
   if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
-    if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps)
+    GstCaps * offered = nullptr;
+    GstElement * refuser = ret == GST_FLOW_NOT_NEGOTIATED
+        ? gst_gpufan_caps_refuser (self->srcpad, &offered)
+        : nullptr;
+    if (refuser) {
+      /* downstream refused the lanes' caps */
+      const std::string who = gst_gpufan_element_text (refuser);
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+          ("Downstream of %s did not take the lanes' caps: %s refused %s: "
+           "end the branches with a converter (e.g. videoconvert), or put "
+           "one after %s",
+              GST_OBJECT_NAME (self), who.c_str (),
+              gst_gpufan_caps_text (offered).c_str (), GST_OBJECT_NAME (self)),
+          ("%s refused %" GST_PTR_FORMAT, who.c_str (), offered));
+      gst_object_unref (refuser);
+      gst_caps_unref (offered);
+    } else if (ret != GST_FLOW_NOT_NEGOTIATED || !item->caps) {
       GST_ELEMENT_FLOW_ERROR (self, ret);
+    }
     gst_pad_push_event (self->srcpad, gst_event_new_eos ());
   }
   /* downstream's EOS: the window drains on, our EOS still goes out */

@@ -37,16 +37,19 @@ check_stream_outputs (GstGpuFanIn * self,
   }
 }
 
-/* Pairs @pad with lane @lane of @session, whose gpufanout is @fanout. FALSE
- * if this fan-in already belongs to another fan-out (@conflict then says
- * which two). */
+/* Pairs @pad with lane @lane of @session, whose gpufanout is the one that
+ * @query names. FALSE if this fan-in already belongs to another fan-out
+ * (@conflict then says which two). */
 static gboolean
 pair_pad (GstGpuFanIn * self, GstPad * pad,
     const std::shared_ptr<gpufan::FanInPort> & session, guint lane,
-    const gchar * fanout, std::string * conflict = nullptr)
+    GstQuery * query, std::string * conflict = nullptr)
 {
   GstGpuFanInPrivate * priv = self->priv;
   bool new_session = false;
+  g_autofree gchar * fanout = gst_gpufan_pair_query_get_fanout (query);
+  g_autoptr (GstElement) fanout_element
+      = gst_gpufan_pair_query_get_fanout_element (query);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     auto it = priv->pads.find (pad);
@@ -66,6 +69,8 @@ pair_pad (GstGpuFanIn * self, GstPad * pad,
     new_session = !priv->session;
     priv->session = session;
     priv->fanout_name = fanout;
+    /* the statistics go out in its name (gst_gpufan_in_post_stats) */
+    g_weak_ref_set (&priv->fanout, fanout_element);
     it->second.session = session;
     it->second.lane = lane;
     it->second.timer = session->LaneTimerFor (lane);
@@ -108,11 +113,8 @@ gst_gpufan_in_ensure_paired (GstGpuFanIn * self, GstPad * pad,
   guint lane = 0;
   gboolean ok = gst_pad_peer_query (pad, query)
       && gst_gpufan_pair_query_parse (query, &session, &lane);
-  if (ok) {
-    gchar * fanout = gst_gpufan_pair_query_get_fanout (query);
-    ok = pair_pad (self, pad, session, lane, fanout, conflict);
-    g_free (fanout);
-  }
+  if (ok)
+    ok = pair_pad (self, pad, session, lane, query, conflict);
   gst_query_unref (query);
   return ok;
 }
@@ -134,10 +136,7 @@ gst_gpufan_in_answer_pair_query (GstGpuFanIn * self, GstPad * pad,
   guint lane = 0;
   if (!gst_gpufan_pair_query_parse (query, &session, &lane))
     return FALSE;
-  gchar * fanout = gst_gpufan_pair_query_get_fanout (query);
-  gboolean paired = pair_pad (self, pad, session, lane, fanout);
-  g_free (fanout);
-  if (!paired)
+  if (!pair_pad (self, pad, session, lane, query))
     return FALSE;
   gst_gpufan_pair_query_set_claimed (query);
   return TRUE;

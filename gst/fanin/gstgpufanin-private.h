@@ -11,6 +11,10 @@
  *      (out_*) and pushes downstream; held across those pushes (and the
  *      statistics message before EOS), nothing else that blocks. The flush
  *      handlers own out_* while no output runs;
+ *   2b. GstGpuFanInPrivate::stats_lock: with several streams, the final
+ *      statistics' claim (streams_stats_posted) and post, so that they go
+ *      out once and before the last stream's EOS; held across that post
+ *      only;
  *   3. GstGpuFanInPrivate::lock, with cond: pads, pairing, the Output's
  *      flow result (gstgpufanin-output.h), batch counters. Never held across
  *      a push, a peer query, a message post or a blocking Session call
@@ -217,6 +221,9 @@ struct GstGpuFanInPrivate {
   std::map<guint32, gpufanin::StreamOutputPtr> stream_outputs;
   std::shared_ptr<gpufan::FanInPort> session;
   std::string fanout_name; /* of the session's gpufanout, for messages */
+  /* The session's gpufanout: the source of every gpufan-stats message
+   * (gst_gpufan_in_post_stats). Weak: the fan-in never keeps it alive. */
+  GWeakRef fanout;
   /* the flow result (under lock), the src task and the waits */
   gpufanin::Output output{ cond, session };
   /* what differs per mode (gstgpufanin-handler.h) */
@@ -293,11 +300,17 @@ struct GstGpuFanInPrivate {
    * instance shared by every stream that idle time is the lanes' loss. */
   std::atomic<bool> streams_out{ false };
   /* Several streams: the gpufan-stats message went out before the last
-   * stream's EOS (the pipeline's EOS follows that one, not the lanes'). */
+   * stream's EOS (the pipeline's EOS follows that one, not the lanes').
+   * Claimed under stats_lock: the lanes' end and the last stream's EOS
+   * race to post it. */
   std::atomic<bool> streams_stats_posted{ false };
+  gpufan::Mutex stats_lock;
+
+  GstGpuFanInPrivate () { g_weak_ref_init (&fanout, nullptr); }
 
   ~GstGpuFanInPrivate ()
   {
+    g_weak_ref_clear (&fanout);
     for (auto & kv : pads)
       kv.second.ClearSticky ();
     gst_clear_event (&out_stream_start);
@@ -384,7 +397,11 @@ void gst_gpufan_in_listen_stream_flushes (GstGpuFanIn * self,
 /* The end: every stream's src pad that has not had EOS gets it (after what
  * its queue holds). Under output_lock. */
 void gst_gpufan_in_end_streams_unlocked (GstGpuFanIn * self);
-/* gstgpufanin-eos.cpp: @pad's new stream-start after its EOS; TRUE when
+/* gstgpufanin-eos.cpp: the final gpufan-stats message of @session, posted
+ * in the name of its gpufanout (by us only if that one is gone). */
+void gst_gpufan_in_post_stats (GstGpuFanIn * self,
+    const gpufan::StatsView & session);
+/* @pad's new stream-start after its EOS; TRUE when
  * our EOS had gone out and the src task is to start again. */
 bool gst_gpufan_in_restart_after_eos (GstGpuFanIn * self, GstPad * pad);
 /* A new start: every stream's output starts over. */

@@ -262,8 +262,6 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   }
 
   /* Any other event comes once per lane: forward it once. */
-  std::shared_ptr<gpufan::FanInPort> session;
-  FanInItem * item = nullptr;
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     if (priv->forwarded_seqnums.Seen (gst_event_get_seqnum (event))) {
@@ -271,22 +269,24 @@ gst_gpufan_in_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       return TRUE;
     }
     auto it = priv->pads.find (pad);
-    session = priv->session;
+    const std::shared_ptr<gpufan::FanInPort> & session = priv->session;
     if (GST_EVENT_IS_SERIALIZED (event) && session && it != priv->pads.end ()) {
-      item = new_item_unlocked (it->second, GST_MINI_OBJECT_CAST (event));
+      FanInItem * item
+          = new_item_unlocked (it->second, GST_MINI_OBJECT_CAST (event));
       item->is_attachment = true;
+      /* serialized: it leaves where the fan-out saw it in the buffer order
+       * (or after everything in flight, for an event a branch made). Placed
+       * before the lock goes: another lane's copy, dropped as seen, may be
+       * followed at once by the buffer this event must precede, and that
+       * buffer could leave before a placement made later. */
+      std::optional<guint64> position
+          = session->EventPosition (gst_event_get_seqnum (event));
+      session->AttachBefore (position.value_or (G_MAXUINT64),
+          gpufan::PayloadPtr (item));
+      return TRUE;
     }
   }
-  if (!item)
-    return gst_pad_push_event (self->srcpad, event);
-
-  /* serialized: it leaves where the fan-out saw it in the buffer order (or
-   * after everything in flight, for an event a branch made) */
-  std::optional<guint64> position
-      = session->EventPosition (gst_event_get_seqnum (event));
-  session->AttachBefore (position.value_or (G_MAXUINT64),
-      gpufan::PayloadPtr (item));
-  return TRUE;
+  return gst_pad_push_event (self->srcpad, event);
 }
 
 /* A serialized query (drain, allocation, ...) from a branch must not overtake

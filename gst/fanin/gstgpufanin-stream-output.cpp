@@ -14,8 +14,6 @@
 #include <optional>
 #include <string>
 
-#include "common/gstgpufanstats.h"
-
 using gpufanin::QueuedRelease;
 using gpufanin::StreamOutput;
 
@@ -75,6 +73,9 @@ post_stats_before_last_eos (GstGpuFanIn * self)
 {
   GstGpuFanInPrivate * priv = self->priv;
   std::shared_ptr<gpufan::FanInPort> session;
+  /* until posted: the lanes' end (gst_gpufan_in_finish_stream) may be
+   * posting them, and our EOS must follow them */
+  std::lock_guard<gpufan::Mutex> st (priv->stats_lock);
   {
     std::lock_guard<gpufan::Mutex> lk (priv->lock);
     for (auto & kv : priv->stream_outputs)
@@ -84,8 +85,7 @@ post_stats_before_last_eos (GstGpuFanIn * self)
   }
   if (!session || priv->streams_stats_posted.exchange (true))
     return;
-  gst_element_post_message (GST_ELEMENT (self),
-      gst_gpufan_stats_message_new (GST_OBJECT (self), *session));
+  gst_gpufan_in_post_stats (self, *session);
 }
 
 static void

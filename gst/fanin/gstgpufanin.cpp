@@ -21,8 +21,9 @@
  * goes out when every sink pad has EOS and everything before it has been
  * output, or at most #GstGpuFanIn:stall-timeout after gpufanout's input
  * ended and every item was accounted for, when a branch swallowed its EOS or
- * stalled (with a warning naming it); the `gpufan-stats` element message is
- * posted just before it. The latency it reports includes what reordering
+ * stalled (with a warning naming it); the final `gpufan-stats` element
+ * message is posted just before it, in the name of the paired gpufanout
+ * (its source is the gpufanout, as for every `gpufan-stats` message). The latency it reports includes what reordering
  * adds (the time items spend in the lanes), and it posts a LATENCY message
  * when that grows.
  *
@@ -373,10 +374,11 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
    * gpufanout's input ended and every item is accounted for.
    */
   g_object_class_install_property (gobject_class, PROP_STALL_TIMEOUT,
-      g_param_spec_uint64 ("stall-timeout", "Stall timeout",
-          "Longest wait (ns) for the next buffer in order before the output "
-          "goes on without it and stops feeding its lane; also the longest "
-          "wait for a lane's EOS after every item is accounted for",
+      g_param_spec_uint64 ("stall-timeout", "Stall timeout (ns)",
+          "Longest wait in nanoseconds for the next buffer in order before "
+          "the output goes on without it and stops feeding its lane; also "
+          "the longest wait for a lane's EOS after every item is accounted "
+          "for",
           GST_MSECOND, 3600 * GST_SECOND, DEFAULT_STALL_TIMEOUT,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
@@ -448,6 +450,8 @@ gst_gpufan_in_class_init (GstGpuFanInClass * klass)
       "Merges the lanes of a gpufanout back into one stream, in input order "
       "(src), or into each of its streams (src_%u)",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanin");
 }
 
 static void

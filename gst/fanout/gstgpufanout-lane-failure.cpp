@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "common/gstgpufancaps.h"
 #include "gpufan/cuda.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
@@ -190,6 +191,23 @@ post_branch_error (GstGpuFanOut * self, const LanePtr & lane,
   if (self->priv->lane_error_posted.exchange (true))
     return;
   const std::string device = lane_device (self, lane);
+  GstCaps * offered = nullptr;
+  GstElement * refuser = ret == GST_FLOW_NOT_NEGOTIATED
+      ? gst_gpufan_caps_refuser (lane->pad, &offered)
+      : nullptr;
+  if (refuser) {
+    const std::string who = gst_gpufan_element_text (refuser);
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("The branch of lane %u (%s:%s) did not take its caps: %s refused "
+         "%s: put a converter (e.g. videoconvert) in front of it, or make "
+         "upstream give caps it takes",
+            lane->id, GST_DEBUG_PAD_NAME (lane->pad), who.c_str (),
+            gst_gpufan_caps_text (offered).c_str ()),
+        ("%s refused %" GST_PTR_FORMAT, who.c_str (), offered));
+    gst_object_unref (refuser);
+    gst_caps_unref (offered);
+    return;
+  }
   GST_ELEMENT_ERROR (self, STREAM, FAILED,
       ("Processing branch of lane %u (%s:%s, device %s) failed: %s", lane->id,
           GST_DEBUG_PAD_NAME (lane->pad), device.c_str (),

@@ -15,6 +15,7 @@
 #include "common/gstgpufancudacontext.h"
 #include "common/gstgpufangpumove.h"
 #include "common/gstgpufandevices.h"
+#include "gpufan/cuda.h"
 
 #define GST_CAT_DEFAULT gst_gpufan_out_debug
 
@@ -112,6 +113,12 @@ fanout::place_lane (GstGpuFanOut * self, const LanePtr & lane,
       : compute_placement (self, lane->id, pad_device (lane->pad));
   if (!placement.ok) {
     *error = placement.error;
+    /* a GPU asked for where CUDA cannot load: say so, not only "0 GPUs" */
+    std::string why_not;
+    if (gst_gpufan_device_registry ().gpu_count () == 0
+        && !gpufan::cuda::Available (&why_not))
+      *error += "; no NVIDIA driver or CUDA device is usable here (" + why_not
+          + "): devices=cpu or devices=cpu:N runs CPU lanes";
     return FALSE;
   }
   guint host_pool_mib;

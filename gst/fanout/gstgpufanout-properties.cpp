@@ -269,12 +269,14 @@ fanout::install_properties (GObjectClass * gobject_class)
    * GstGpuFanOut:stats-interval:
    *
    * Also post the `gpufan-stats` element message every so many milliseconds
-   * while buffers flow (0: only at EOS).
+   * while buffers flow (0: only at EOS), with `final` FALSE; the one at
+   * the end has `final` TRUE. Each has this element as its source.
    */
   g_object_class_install_property (gobject_class, PROP_STATS_INTERVAL,
-      g_param_spec_uint ("stats-interval", "Statistics interval",
-          "Post a gpufan-stats message every so many ms (0 = only at EOS)", 0,
-          3600000, DEFAULT_STATS_INTERVAL,
+      g_param_spec_uint ("stats-interval", "Statistics interval (ms)",
+          "Post a gpufan-stats message every so many milliseconds (0 = only "
+          "at EOS)",
+          0, 3600000, DEFAULT_STATS_INTERVAL,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_PLAYING)));
 

@@ -101,13 +101,16 @@ gst_gpufan_out_sink_pad_class_init (GstGpuFanOutSinkPadClass * klass)
    * wait are admitted in fair order (start-time fair queueing), a stream of
    * weight 2 getting twice the frames of a stream of weight 1. A stream that
    * was idle joins level with the others: its frames do not queue behind
-   * another stream's backlog.
+   * another stream's backlog. 0 (the minimum of a lane's weight too): a
+   * background stream, admitted only while no stream of weight above 0
+   * waits.
    */
   g_object_class_install_property (gobject_class, PROP_SINK_PAD_WEIGHT,
       g_param_spec_double ("weight", "Weight",
           "The stream's share of the lanes while they are saturated "
-          "(fair queueing over the streams that wait)",
-          0.001, 1000.0, 1.0,
+          "(fair queueing over the streams that wait; 0: only while no "
+          "stream of weight above 0 waits)",
+          0.0, 1000.0, 1.0,
           (GParamFlags)(G_PARAM_READWRITE | GST_PARAM_MUTABLE_PLAYING
               | G_PARAM_STATIC_STRINGS)));
   /**

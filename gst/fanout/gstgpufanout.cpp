@@ -22,7 +22,9 @@
  *     f.src_0 ! identity sleep-time=2000 ! m.sink_0 \
  *     f.src_1 ! identity sleep-time=4000 ! m.sink_1
  * ]| Two lanes of different speed; output in input order, statistics on the
- * bus as the `gpufan-stats` element message.
+ * bus as the `gpufan-stats` element message. Every `gpufan-stats` message
+ * has gpufanout as its source: the `stats-interval` ones and the final one
+ * (which a paired gpufanin posts for it once its output is complete).
  *
  * Several streams share the lanes through request sink pads `sink_%u`
  * (one branch instance per lane, whatever the number of streams): stream k
@@ -213,7 +215,11 @@ start_trace (GstGpuFanOut * self)
     GST_INFO_OBJECT (self, "tracing to %s", path.c_str ());
   else
     GST_ELEMENT_WARNING (self, RESOURCE, OPEN_WRITE,
-        ("No trace: %s", error.c_str ()), (nullptr));
+        ("No trace: %s; trace-file (or GPUFAN_TRACE) takes the path of a "
+         "file that can be written, in a folder that exists; the stream goes "
+         "on without a trace",
+            error.c_str ()),
+        (nullptr));
 }
 
 /* The metrics-port server (gstgpufanmetrics.h): its own thread takes the
@@ -404,6 +410,8 @@ gst_gpufan_out_class_init (GstGpuFanOutClass * klass)
       "one stream (sink) or several sharing the lanes (sink_%u); gpufanin "
       "restores each stream's order",
       "gst-gpufan developers");
+  gst_element_class_add_static_metadata (element_class,
+      GST_ELEMENT_METADATA_DOC_URI, GST_GPUFAN_DOCS_URL "#gpufanout");
 
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_POLICY, (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api (GST_TYPE_GPUFAN_CODECS, (GstPluginAPIFlags)0);

@@ -136,6 +136,8 @@ class FanOutPort : public StatsView {
   // least weighted service so far (start-time fair queueing over
   // AddStream's weights); a stream that was idle starts level with the
   // others, so its items are not queued behind another stream's backlog.
+  // A stream of weight 0 is a background stream: admitted only while no
+  // stream of weight above 0 that could go waits.
   // `max_wait_ns` >= 0: gives up (kTimedOut) after waiting that long (with
   // an injected clock, when an event finds it has passed).
   Dispatch DispatchItem(int64_t pts_ns, int origin_gpu = -1,

@@ -266,7 +266,7 @@ class GPUFAN_API Session : public std::enable_shared_from_this<Session> {
   };
   // An input stream (AddStream).
   struct Stream {
-    double weight = 1.0;
+    double weight = 1.0;  // 0: background (StreamMayDispatchUnlocked)
     // Start-time fair queueing: the stream's virtual time (1 / weight per
     // admitted item); one that starts waiting after being idle is raised to
     // virtual_now_, so idleness earns no burst.

@@ -19,10 +19,19 @@ Session::Stream& Session::StreamUnlocked(uint32_t stream) {
   return it->second;
 }
 
+namespace {
+
+// 0: a background stream; a negative or NaN weight is the default 1.
+double ValidStreamWeight(double weight) {
+  return weight >= 0.0 ? weight : 1.0;
+}
+
+}  // namespace
+
 void Session::AddStream(uint32_t stream, double weight) {
   std::lock_guard<Mutex> lock(mutex_);
   Stream& s = StreamUnlocked(stream);
-  s.weight = weight > 0.0 ? weight : 1.0;
+  s.weight = ValidStreamWeight(weight);
   s.removed = false;
 }
 
@@ -42,7 +51,13 @@ void Session::RemoveStream(uint32_t stream) {
 
 void Session::SetStreamWeight(uint32_t stream, double weight) {
   std::lock_guard<Mutex> lock(mutex_);
-  StreamUnlocked(stream).weight = weight > 0.0 ? weight : 1.0;
+  Stream& s = StreamUnlocked(stream);
+  const double valid = ValidStreamWeight(weight);
+  // Out of the background: level with the weighted streams, not behind
+  // the turns it took among background streams.
+  if (s.weight == 0.0 && valid > 0.0)
+    s.vtime = virtual_now_;
+  s.weight = valid;
   NotifyAdmitUnlocked();
 }
 
@@ -80,10 +95,17 @@ bool Session::StreamMayDispatchUnlocked(uint32_t stream) const {
   if (self == streams_.end() || blocked(self->second))
     return self == streams_.end();
   // Its turn: no other waiting stream that could go has a smaller virtual
-  // time (ties go to the lower id).
+  // time (ties go to the lower id). Background streams (weight 0) go only
+  // while no weighted stream could, in turn among themselves.
+  const bool background = self->second.weight == 0.0;
   for (const auto& [id, other] : streams_) {
     if (id == stream || other.waiting == 0 || blocked(other))
       continue;
+    if (background != (other.weight == 0.0)) {
+      if (background)
+        return false;
+      continue;
+    }
     if (other.vtime < self->second.vtime ||
         (other.vtime == self->second.vtime && id < stream))
       return false;
@@ -93,8 +115,12 @@ bool Session::StreamMayDispatchUnlocked(uint32_t stream) const {
 
 void Session::CountStreamDispatchUnlocked(Outstanding& item, int64_t now_ns) {
   Stream& s = StreamUnlocked(item.stream);
-  virtual_now_ = std::max(virtual_now_, s.vtime);
-  s.vtime += 1.0 / s.weight;
+  if (s.weight > 0.0) {
+    virtual_now_ = std::max(virtual_now_, s.vtime);
+    s.vtime += 1.0 / s.weight;
+  } else {
+    s.vtime += 1.0;  // turns among the background streams only
+  }
   s.in_flight++;
   s.counters.dispatched++;
   if (s.first_dispatch_ns == kNoTime)

@@ -65,18 +65,22 @@ void ConnectDelays(LaunchedPipeline& p, int lanes, uint64_t seed) {
   }
 }
 
-// Waits for EOS (failing on ERROR) and returns the gpufan-stats message the
-// fan-in posted (nullptr with a failure if none).
+// Waits for EOS (failing on ERROR) and returns the final gpufan-stats
+// message (the fan-in posts it in the fan-out's name; nullptr with a
+// failure if none).
 GstMessage *RunToEos(LaunchedPipeline& p) {
   if (!p.PlayToEos())
     return nullptr;
-  GstElement *m_el = p.element("m");
-  GstMessage *stats = p.bus().WaitFor([m_el](GstMessage *msg) {
+  GstElement *f_el = p.element("f");
+  GstMessage *stats = p.bus().WaitFor([f_el](GstMessage *msg) {
+    gboolean final = FALSE;
     return BusLog::IsElementMessage(msg, "gpufan-stats") &&
-           GST_MESSAGE_SRC(msg) == GST_OBJECT(m_el);
+           GST_MESSAGE_SRC(msg) == GST_OBJECT(f_el) &&
+           gst_structure_get_boolean(gst_message_get_structure(msg), "final",
+                                     &final) &&
+           final;
   });
-  EXPECT_NE(stats, nullptr)
-      << "the fan-in posted no gpufan-stats message at EOS";
+  EXPECT_NE(stats, nullptr) << "no final gpufan-stats message at EOS";
   return stats;
 }
 
@@ -211,6 +215,125 @@ TEST(PipelineUser, IssueLaunchLineDeliversEveryFrameInOrderAndPostsStats) {
   GstMessage *eos = p.bus().WaitForType(GST_MESSAGE_EOS);
   EXPECT_LT(pos(stats), pos(eos))
       << "gpufan-stats was posted after the EOS message";
+}
+
+// ------------------------------------------------------------- statistics ---
+
+namespace {
+
+bool IsFinal(const GstStructure *s) {
+  gboolean final = FALSE;
+  return gst_structure_get_boolean(s, "final", &final) && final;
+}
+
+// Every gpufan-stats message of `p`, each from `source`, stats-interval's
+// first and the one final message last; the final one's counts add up to
+// `frames`, and its flat lane fields repeat the nested `lanes` array.
+void ExpectStatsFromOneSource(LaunchedPipeline& p, GstElement *source,
+                              guint64 frames, guint lanes) {
+  std::vector<GstMessage *> all = p.bus().Matching([](GstMessage *m) {
+    return BusLog::IsElementMessage(m, "gpufan-stats");
+  });
+  ASSERT_GE(all.size(), 2u) << "stats-interval posted none before the end";
+  for (GstMessage *m : all)
+    EXPECT_EQ(GST_MESSAGE_SRC(m), GST_OBJECT(source))
+        << "gpufan-stats from " << GST_MESSAGE_SRC_NAME(m) << ", expected "
+        << GST_OBJECT_NAME(source);
+  size_t finals = 0;
+  for (GstMessage *m : all)
+    finals += IsFinal(gst_message_get_structure(m)) ? 1 : 0;
+  EXPECT_EQ(finals, 1u) << "one final gpufan-stats message";
+  const GstStructure *last = gst_message_get_structure(all.back());
+  ASSERT_TRUE(IsFinal(last)) << "the final message is the last one";
+  for (size_t i = 0; i + 1 < all.size(); i++) {
+    const GstStructure *s = gst_message_get_structure(all[i]);
+    EXPECT_LE(StatsU64(s, "dispatched"), frames) << "periodic message " << i;
+    EXPECT_LE(StatsU64(s, "released"), StatsU64(s, "dispatched"));
+  }
+
+  ASSERT_TRUE(HasStatsShape(last, lanes));
+  EXPECT_EQ(StatsU64(last, "dispatched"), frames);
+  EXPECT_EQ(StatsU64(last, "released"), frames);
+  guint in_flight = 1;
+  EXPECT_TRUE(gst_structure_get_uint(last, "in-flight", &in_flight));
+  EXPECT_EQ(in_flight, 0u);
+  EXPECT_EQ(SumLanesU64(last, "dispatched"), frames);
+  EXPECT_EQ(SumLanesU64(last, "completed") + SumLanesU64(last, "dropped") +
+                SumLanesU64(last, "failed"),
+            frames);
+  EXPECT_EQ(SumLanesU64(last, "completed"), frames) << "nothing lost here";
+  for (guint i = 0; i < lanes; i++) {
+    const GstStructure *lane = StatsLane(last, i);
+    guint id = 0;
+    ASSERT_TRUE(gst_structure_get_uint(lane, "lane", &id));
+    const std::string prefix = "lane" + std::to_string(id) + "-";
+    for (const char *field : {"dispatched", "completed", "dropped", "failed"})
+      EXPECT_EQ(StatsU64(last, (prefix + field).c_str()), StatsU64(lane, field))
+          << prefix << field;
+    EXPECT_STREQ(gst_structure_get_string(last, (prefix + "state").c_str()),
+                 gst_structure_get_string(lane, "state"));
+    EXPECT_NE(gst_structure_get_string(last, (prefix + "device").c_str()),
+              nullptr);
+  }
+
+  // gst-launch -m stops printing at EOS: the final one comes before it.
+  std::vector<GstMessage *> msgs =
+      p.bus().Matching([](GstMessage *) { return true; });
+  GstMessage *eos = p.bus().WaitForType(GST_MESSAGE_EOS);
+  EXPECT_LT(std::find(msgs.begin(), msgs.end(), all.back()),
+            std::find(msgs.begin(), msgs.end(), eos));
+}
+
+}  // namespace
+
+TEST(PipelineStats, PeriodicAndFinalStatsComeFromTheFanoutAndAddUp) {
+  constexpr int kBuffers = 120;
+  constexpr int kLanes = 3;
+  LaunchedPipeline p(
+      FanPipeline(kBuffers, kLanes, "round-robin", DelayedIdentity));
+  ASSERT_TRUE(p.ok());
+  // 1 ms: the first buffer posts one (none was posted before), whatever the
+  // machine's speed.
+  g_object_set(p.element("f"), "stats-interval", 1u, nullptr);
+  ASSERT_TRUE(p.PlayToEos());
+  ExpectStatsFromOneSource(p, p.element("f"), kBuffers, kLanes);
+}
+
+TEST(PipelineStats, GpufanbinStatsComeFromItsFanout) {
+  constexpr int kBuffers = 60;
+  LaunchedPipeline p(std::string("videotestsrc num-buffers=") +
+                     std::to_string(kBuffers) + " ! " + kCaps +
+                     " ! gpufanbin name=b devices=cpu:2 stats-interval=1 "
+                     "branch=identity ! fakesink sync=false");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.PlayToEos());
+  GstElement *fanout = gst_bin_get_by_name(GST_BIN(p.element("b")), "fanout");
+  ASSERT_NE(fanout, nullptr);
+  ExpectStatsFromOneSource(p, fanout, kBuffers, 2);
+  gst_object_unref(fanout);
+}
+
+// Several streams: gpufanin posts the final message before the last
+// stream's EOS, in gpufanout's name too.
+TEST(PipelineStats, SeveralStreamsStatsComeFromTheFanout) {
+  constexpr int kBuffers = 40;
+  std::string d = "gpufanout name=f stats-interval=1 devices=cpu  gpufanin "
+                  "name=m stall-timeout=" +
+                  std::to_string(kNoStallTimeout);
+  for (int k = 0; k < 2; k++) {
+    const std::string i = std::to_string(k);
+    d += "  videotestsrc num-buffers=" + std::to_string(kBuffers) + " ! " +
+         kCaps + " ! f.sink_" + i + "  m.src_" + i +
+         " ! fakesink sync=false";
+  }
+  for (int k = 0; k < 2; k++) {
+    const std::string i = std::to_string(k);
+    d += "  f.src_" + i + " ! queue ! m.sink_" + i;
+  }
+  LaunchedPipeline p(d);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.PlayToEos());
+  ExpectStatsFromOneSource(p, p.element("f"), 2 * kBuffers, 2);
 }
 
 TEST(PipelineUser, GstLaunchPrintsTheStatsMessage) {

@@ -7,7 +7,8 @@
 #      finds the staged libgpufan the way it would after a real install
 #      (RUNPATH, or the loader's own directories), not a copy elsewhere;
 #   3. `pkg-config --cflags --libs gpufan` builds a program that runs against
-#      the staged libgpufan.
+#      the staged libgpufan;
+#   4. the gpufan-stats command is in <prefix>/bin and runs.
 #
 # Usage: check-install.sh BUILD_DIR PREFIX PLUGINDIR_OPTION PROGRAM.cpp
 # Environment: CXX (the build's C++ compiler command).
@@ -71,4 +72,9 @@ read -ra flags < <(PKG_CONFIG_PATH="$root$(dirname "$pc")" PKG_CONFIG_SYSROOT_DI
 "${cxx[@]}" -std=c++17 -o "$stage/use-gpufan" "$program" "${flags[@]}" ||
   fail "$(basename "$program") does not build with: pkg-config --cflags --libs gpufan (${flags[*]})"
 LD_LIBRARY_PATH="$root$libdir" "$stage/use-gpufan" || fail "the program against libgpufan failed"
+# 4. The gpufan-stats command.
+tool=$(installed gpufan-stats)
+[[ $tool == "$prefix/bin/gpufan-stats" && -x $root$tool ]] ||
+  fail "gpufan-stats installed as $tool, expected an executable $prefix/bin/gpufan-stats"
+"$root$tool" --help >/dev/null || fail "$tool --help failed"
 echo "install: passed"

@@ -494,6 +494,29 @@ TEST_F(SessionStreamsTest, AnIdleStreamJoinsLevel) {
   EXPECT_EQ(AdmitOneByOne(last, 6), (std::vector<uint32_t>{3, 1, 2, 3, 1, 2}));
 }
 
+// Weight 0 (the minimum a lane's weight shares): a background stream goes
+// only while no weighted stream waits, in turn with other background ones.
+TEST_F(SessionStreamsTest, AStreamOfWeightZeroGoesOnlyWhileNoWeightedOneWaits) {
+  Make(2, 2);
+  session_->AddStream(1, 0.0);
+  session_->AddStream(2, 0.0);
+  session_->AddStream(3, 1.0);
+  const Dispatch filler = Block();
+  for (int i = 0; i < 3; ++i)
+    Start(1);
+  for (int i = 0; i < 3; ++i)
+    Start(2);
+  for (int i = 0; i < 2; ++i)
+    Start(3);
+  WaitEntered(1, workers_);
+  EXPECT_EQ(AdmitOneByOne(filler, 8),
+            (std::vector<uint32_t>{3, 3, 1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(StreamOf(1).weight, 0.0);
+  // A negative weight is the default.
+  session_->SetStreamWeight(2, -1.0);
+  EXPECT_EQ(StreamOf(2).weight, 1.0);
+}
+
 TEST_F(SessionStreamsTest, AStreamsOwnBoundHoldsOnlyThatStream) {
   Make(1, 0);
   keep_output_slots_ = true;
