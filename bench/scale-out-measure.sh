@@ -141,6 +141,7 @@ if want c; then
 say ""
 say "## (c) loopback gdppay ! srtsink -> srtsrc ! gdpdepay, two gst-launch-1.0 processes ($n_big and $n_small items, median of $runs)"
 one_mb=(fakesrc sizetype=fixed sizemax=1000000 filltype=zero ! capsfilter caps=application/x-test)
+# shellcheck disable=SC2054  # the commas are the caps' own
 raw=(videotestsrc pattern=black ! video/x-raw,format=I420,width=1920,height=1080,framerate=30/1)
 say "1 MB items, SRT options $srt_opts: $(throughput "$port" 1000000 "$srt_opts" "${one_mb[@]}")"
 say "raw I420 1080p frames (3110400 bytes), SRT options $srt_opts: $(throughput $((port + 100)) 3110400 "$srt_opts" "${raw[@]}")"
