@@ -18,7 +18,7 @@ gst_gpufan_caps_text (const GstCaps * caps)
   g_free (text);
   const size_t max = 300;
   if (out.size () > max)
-    out = out.substr (0, max) + "...";
+    out.replace (max, std::string::npos, "...");
   return out;
 }
 
