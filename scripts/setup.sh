@@ -43,6 +43,7 @@ packages=(
   python3                           # scripts/summarize-tests.py
   python3-gst-1.0                   # PyGObject + GStreamer overrides: examples/python, its test
   python3-prometheus-client         # OpenMetrics parser: tests/python/scrape_metrics.py
+  python3-yaml                      # YAML parser: tests/deploy/check-manifests.py
   stress-ng                         # CPU load for scripts/loaded-runs.sh (flakiness runs)
 )
 
