@@ -192,7 +192,7 @@ fanout::lane_loop (gpointer user_data)
     item = std::move (lane->queue.front ());
     lane->queue.pop_front ();
     lane->busy = true;
-    if (item.kind == ItemKind::kEvent)
+    if (item.kind == ItemKind::kEvent && event_orders_replay (item.obj))
       lane->events_taken_through
           = std::max (lane->events_taken_through, item.position);
     /* the chain function may wait for room (chunk_enqueue) */

@@ -192,6 +192,20 @@ fanout::lane_enqueue_in_turn (const LanePtr & lane, QueuedItem && item,
   return queued;
 }
 
+bool
+fanout::event_orders_replay (GstMiniObject * obj)
+{
+  if (!obj || !GST_IS_EVENT (obj))
+    return true;
+  switch (GST_EVENT_TYPE (GST_EVENT_CAST (obj))) {
+    case GST_EVENT_TAG:
+    case GST_EVENT_TOC:
+      return false;
+    default:
+      return true;
+  }
+}
+
 /* The lane takes items, has not failed, and has not passed an event that
  * came after item @seq. */
 bool

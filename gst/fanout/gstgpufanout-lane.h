@@ -284,7 +284,8 @@ public:
   bool flush_started = false;
   /* The latest place among the serialized events the worker took (their
    * position): an item sent again from a failed lane must precede what
-   * came after it, so only a lane that has not passed it may take it. */
+   * came after it, so only a lane that has not passed it may take it
+   * (metadata does not count: event_orders_replay). */
   guint64 events_taken_through = 0;
   /* The last item the worker pushed (an idle stalled lane's markers follow
    * it; the Session says when one is due: CheckLivenessMarker). */
@@ -435,6 +436,12 @@ bool lane_takes_items_unlocked (const LanePtr & lane);
  * whether the lane takes items, the chain function combines the results
  * again, and whoever waits on the lane looks again. */
 void lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane);
+/* Whether a lane that passed serialized event @obj may no longer take an
+ * item sent again from before it. Metadata (TAG, TOC: h264parse sends
+ * bitrate tags all along) changes nothing a frame or chunk is made of, and
+ * gpufanin places the event by its position whatever lane brings it, so a
+ * lane past one still takes what came before it (lane.cpp). */
+bool event_orders_replay (GstMiniObject * obj);
 /* Whether @lane may take replayed item @seq, with its lock held. */
 bool lane_takes_replay_unlocked (const LanePtr & lane, guint64 seq);
 /* The Session stalled the lane (lane_note_health); with its lock held. */

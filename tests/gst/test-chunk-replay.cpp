@@ -253,3 +253,59 @@ INSTANTIATE_TEST_SUITE_P(Where, ChunkReplayX264,
                                                   ? "ChunkBehindTheHead"
                                                   : "HeadChunkHalfOut");
                          });
+
+namespace {
+
+// A TAG event ahead of every 10th frame from the source, as h264parse's
+// bitrate tags come mid-stream.
+GstPadProbeReturn TagEveryChunk(GstPad *pad, GstPadProbeInfo *info,
+                                gpointer) {
+  GstBuffer *buffer = GST_PAD_PROBE_INFO_BUFFER(info);
+  const int64_t frame = PtsIndex(GST_BUFFER_PTS(buffer));
+  if (frame > 0 && frame % 10 == 5) {
+    GstTagList *tags = gst_tag_list_new(GST_TAG_BITRATE, guint(frame), nullptr);
+    gst_pad_push_event(pad, gst_event_new_tag(tags));
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+}  // namespace
+
+// on-stall=replay, a non-live source that runs ahead: lane 0 blocks for good
+// in its first chunk while several whole chunks pile up behind it, and lane
+// 1 passes the TAG events that came after them. When lane 0 is failed for
+// its stall, each chunk it held goes to lane 1 (a TAG changes nothing a
+// chunk is made of, and gpufanin places it by its position): every frame
+// once, in order, and none counted lost.
+TEST(ChunkReplay, EveryChunkQueuedOnAStalledLaneGoesAgainPastTags) {
+  constexpr int kAll = 200;
+  LaunchedPipeline p(
+      "videotestsrc name=src num-buffers=" + std::to_string(kAll) +
+      " ! video/x-raw,format=I420,width=64,height=64,framerate=1000/1"
+      " ! gpufanout name=f devices=cpu:2 policy=round-robin chunk=frames"
+      " chunk-frames=10 on-stall=replay"
+      "  gpufanin name=m stall-timeout=300000000 ! identity name=o"
+      " ! fakesink sync=false"
+      "  f.src_0 ! identity name=a0 ! m.sink_0"
+      "  f.src_1 ! identity name=a1 ! m.sink_1");
+  ASSERT_TRUE(p.ok());
+  RecordLog& out = p.Record("o", "src");
+  p.AddProbe("src", "src", GST_PAD_PROBE_TYPE_BUFFER, TagEveryChunk, nullptr);
+  LaneFault hold(p.element("a0"), LaneFault::Kind::kBlock, 5);
+  // its preroll waits for lane 0's stall
+  gst_element_set_state(p.get(), GST_STATE_PLAYING);
+  ASSERT_EQ(LaneFailedMessages(p, 0, 1), 1u) << "lane 0 did not fail";
+  GstMessage *end = p.bus().WaitFor(
+      [](GstMessage *m) { return GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS; },
+      kLongWait);
+  ASSERT_NE(end, nullptr) << "no EOS: the stream hangs; out: "
+                          << out.Summary();
+  EXPECT_EQ(LaneFailedField(p, 0, "lost"), 0u);
+  // more than the chunk it blocked in
+  EXPECT_GE(LaneFailedField(p, 0, "replayed"), 20u);
+  const std::vector<int64_t> got = out.BufferPtsIndices();
+  EXPECT_TRUE(IsSequence(got, 0, kAll));
+  EXPECT_EQ(got.size(), static_cast<size_t>(kAll));
+  hold.Release();
+  EXPECT_TRUE(p.Stop());
+}
