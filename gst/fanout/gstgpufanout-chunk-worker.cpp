@@ -286,10 +286,10 @@ namespace {
  * lane's chunks that have not begun go to other lanes whole. */
 class ChunkItemHandler final : public LaneItemHandler {
 public:
-  bool waits_before_front_unlocked (GstGpuFanOut *,
-      const LanePtr &) const override
+  bool waits_before_front_unlocked (GstGpuFanOut * self,
+      const LanePtr & lane) const override
   {
-    return false;
+    return lane_eos_held_unlocked (self, lane);
   }
   bool holds_front_unlocked (GstGpuFanOut * self,
       const LanePtr & lane) const override

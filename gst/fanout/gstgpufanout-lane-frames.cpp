@@ -14,15 +14,16 @@ using namespace fanout;
 
 
 /* With replay on, a lane whose next item is EOS holds it back while frames
- * are still on their way: if a lane fails, its frames may come here, and a
- * branch takes nothing after EOS. It lets go once every frame has left
- * gpufanin (lanes_note_drained wakes it; a frame stuck in a branch leaves
- * at the latest by stall-timeout), and takes a frame sent again that is
- * queued ahead meanwhile. (A branch that returns frames only at EOS loses
- * them in frame mode anyway: that is chunk mode's job.) Call with the lane
- * lock held (the Session's is a leaf lock). */
-static bool
-eos_held_unlocked (GstGpuFanOut * self, const LanePtr & lane)
+ * (or chunks) are still on their way: if a lane fails, its items may come
+ * here, and a branch takes nothing after EOS. It lets go once every item
+ * has left gpufanin (lanes_note_drained wakes it; an item stuck in a
+ * branch leaves at the latest by stall-timeout), and takes one sent again
+ * that is queued ahead meanwhile. (A branch that returns frames only at
+ * EOS loses them in frame mode anyway: that is chunk mode's job; a chunk
+ * ends at its own drain, not at this EOS.) Call with the lane lock held
+ * (the Session's is a leaf lock). */
+bool
+fanout::lane_eos_held_unlocked (GstGpuFanOut * self, const LanePtr & lane)
 {
   if (lane->queue.empty () || lane->failed_unlocked () || !replay_on (self))
     return false;
@@ -127,7 +128,7 @@ public:
   bool waits_before_front_unlocked (GstGpuFanOut * self,
       const LanePtr & lane) const override
   {
-    return eos_held_unlocked (self, lane);
+    return lane_eos_held_unlocked (self, lane);
   }
   bool holds_front_unlocked (GstGpuFanOut *, const LanePtr &) const override
   {

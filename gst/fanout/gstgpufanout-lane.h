@@ -436,6 +436,9 @@ bool lane_takes_items_unlocked (const LanePtr & lane);
  * whether the lane takes items, the chain function combines the results
  * again, and whoever waits on the lane looks again. */
 void lane_changed_unlocked (GstGpuFanOut * self, const LanePtr & lane);
+/* With replay on, the lane's next item is EOS and items may still be sent
+ * again to it: its worker waits (lane-frames.cpp); with its lock held. */
+bool lane_eos_held_unlocked (GstGpuFanOut * self, const LanePtr & lane);
 /* Whether a lane that passed serialized event @obj may no longer take an
  * item sent again from before it. Metadata (TAG, TOC: h264parse sends
  * bitrate tags all along) changes nothing a frame or chunk is made of, and
