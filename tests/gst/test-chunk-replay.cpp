@@ -285,7 +285,7 @@ void PlayWithLane0Stalling(int kAll) {
       " ! video/x-raw,format=I420,width=64,height=64,framerate=1000/1"
       " ! gpufanout name=f devices=cpu:2 policy=round-robin chunk=frames"
       " chunk-frames=10 on-stall=replay"
-      "  gpufanin name=m stall-timeout=300000000 ! identity name=o"
+      "  gpufanin name=m stall-timeout=1000000000 ! identity name=o"
       " ! fakesink sync=false"
       "  f.src_0 ! identity name=a0 ! m.sink_0"
       "  f.src_1 ! identity name=a1 ! m.sink_1");
