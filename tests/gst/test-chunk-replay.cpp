@@ -302,8 +302,9 @@ void PlayWithLane0Stalling(int kAll) {
   ASSERT_NE(end, nullptr) << "no EOS: the stream hangs; out: "
                           << out.Summary();
   EXPECT_EQ(LaneFailedField(p, 0, "lost"), 0u);
-  // more than the chunk it blocked in
-  EXPECT_GE(LaneFailedField(p, 0, "replayed"), 15u);
+  // at least the chunk it blocked in (how many more piled up behind it
+  // within the stall depends on the machine's speed)
+  EXPECT_GE(LaneFailedField(p, 0, "replayed"), 10u);
   const std::vector<int64_t> got = out.BufferPtsIndices();
   EXPECT_TRUE(IsSequence(got, 0, kAll));
   EXPECT_EQ(got.size(), static_cast<size_t>(kAll));
