@@ -512,11 +512,15 @@ gst_gpufan_bin_class_init (GstGpuFanBinClass * klass)
    * it always did. A remote lane that fails is built again after
    * `lane-restart-delay` like any lane, to the same worker: a worker that
    * came back (a restart) is picked up, one still down is tried again.
+   * With remote lanes, `on-stall` is `replay` unless set: a killed worker's
+   * lane stalls before SRT calls the link broken, and `skip` would give
+   * frames up.
    */
   g_object_class_install_property (gobject_class, BIN_PROP_REMOTE_LANES,
       g_param_spec_string ("remote-lanes", "Remote lanes",
           "Lanes in gpufan-lane-worker processes: comma-separated "
-          "srt://HOST:PORT (one lane each, next to `lanes` local lanes)",
+          "srt://HOST:PORT (one lane each, next to `lanes` local lanes); "
+          "with remote lanes on-stall is replay unless set",
           nullptr,
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
               | GST_PARAM_MUTABLE_READY)));
