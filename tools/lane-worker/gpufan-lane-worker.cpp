@@ -117,6 +117,17 @@ struct ClientDeadline {
   guint generation;
 };
 
+/* Calls @passed on the main loop after @ms for this client (the pipeline's
+ * start @generation): a later client's start makes it a no-op. */
+static void
+arm_client_deadline (Worker * w, guint generation, guint ms,
+    GSourceFunc passed)
+{
+  g_timeout_add_full (G_PRIORITY_DEFAULT, ms, passed,
+      new ClientDeadline{ w, generation },
+      [] (gpointer d) { delete static_cast<ClientDeadline *> (d); });
+}
+
 static gboolean
 back_deadline_passed (gpointer data)
 {
@@ -149,9 +160,8 @@ idle_deadline_passed (gpointer data)
         + " s (--client-idle-timeout)");
     return G_SOURCE_REMOVE;
   }
-  g_timeout_add_full (G_PRIORITY_DEFAULT, (guint) ((period - idle) / 1000) + 1,
-      idle_deadline_passed, new ClientDeadline{ w, d->generation },
-      [] (gpointer p) { delete static_cast<ClientDeadline *> (p); });
+  arm_client_deadline (w, d->generation, (guint) ((period - idle) / 1000) + 1,
+      idle_deadline_passed);
   return G_SOURCE_REMOVE;
 }
 
@@ -163,16 +173,13 @@ on_caller_added (GstElement *, gint, GSocketAddress * address, Worker * w)
       : g_strdup ("?");
   if (!w->client.exchange (true)) {
     log_line (std::string ("client connected from ") + text);
-    g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, kBackConnectTimeoutS,
-        back_deadline_passed,
-        new ClientDeadline{ w, w->generation.load () },
-        [] (gpointer d) { delete static_cast<ClientDeadline *> (d); });
+    const guint generation = w->generation.load ();
+    arm_client_deadline (w, generation, kBackConnectTimeoutS * 1000,
+        back_deadline_passed);
     w->last_input = g_get_monotonic_time ();
     if (w->client_idle_timeout_s > 0)
-      g_timeout_add_seconds_full (G_PRIORITY_DEFAULT,
-          w->client_idle_timeout_s, idle_deadline_passed,
-          new ClientDeadline{ w, w->generation.load () },
-          [] (gpointer d) { delete static_cast<ClientDeadline *> (d); });
+      arm_client_deadline (w, generation, w->client_idle_timeout_s * 1000,
+          idle_deadline_passed);
   }
   g_free (text);
 }
