@@ -23,7 +23,6 @@ With --smoke: a short run whose figures mean nothing (CI checks it runs).
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,24 +34,17 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
+# the remote-lanes checks' workers, ports and kill-and-restart run
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "tests", "python"))
+import remote_lanes  # noqa: E402
+
 HUNG_AFTER_S = 300  # only catches a hang
 
 
-def free_port_pair():
-    """A port P with P and P+1 free for UDP now (SRT runs over UDP)."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            if port >= 65534:
-                continue
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
-                    b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair")
+def decode_order_stamp(buffer):
+    """DTS where the encoder reorders (B-frames), else PTS."""
+    return buffer.dts if buffer.dts != Gst.CLOCK_TIME_NONE else buffer.pts
 
 
 def run_pipeline(launch):
@@ -64,10 +56,7 @@ def run_pipeline(launch):
     def probe(_pad, info):
         if not first:
             first.append(time.monotonic())
-        buffer = info.get_buffer()
-        # decode order: DTS where the encoder reorders (B-frames)
-        pts.append(buffer.dts if buffer.dts != Gst.CLOCK_TIME_NONE
-                   else buffer.pts)
+        pts.append(decode_order_stamp(info.get_buffer()))
         return Gst.PadProbeReturn.OK
 
     pipeline.get_by_name("timedsink").get_static_pad("sink").add_probe(
@@ -83,68 +72,6 @@ def run_pipeline(launch):
     if msg.type == Gst.MessageType.ERROR:
         raise RuntimeError(f"pipeline error: {msg.parse_error()[0].message}")
     return ended - started, (first[0] - started) if first else None, pts
-
-
-def start_worker(program, port, branch):
-    worker = subprocess.Popen(
-        [program, "--listen", f"srt://127.0.0.1:{port}", "--branch", branch],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = worker.stdout.readline()
-    if "listening on" not in line:
-        worker.kill()
-        raise RuntimeError(f"worker did not start: {line!r}")
-    return worker
-
-
-def run_kill(launch, workers, restart, kill_after):
-    """The kill-and-restart run: workers[0] is SIGKILLed once kill_after
-    frames came out and started again (restart()) at its lane's
-    gpufan-lane-failed. Seconds: run, kill to failed, failed to restored;
-    and the output's timestamps."""
-    pipeline = Gst.parse_launch(launch)
-    pts = []
-    killed = []
-
-    def probe(_pad, info):
-        buffer = info.get_buffer()
-        pts.append(buffer.dts if buffer.dts != Gst.CLOCK_TIME_NONE
-                   else buffer.pts)
-        if len(pts) == kill_after:
-            workers[0].kill()
-            killed.append(time.monotonic())
-        return Gst.PadProbeReturn.OK
-
-    pipeline.get_by_name("timedsink").get_static_pad("sink").add_probe(
-        Gst.PadProbeType.BUFFER, probe)
-    bus = pipeline.get_bus()
-    started = time.monotonic()
-    pipeline.set_state(Gst.State.PLAYING)
-    failed = restored = msg = None
-    deadline = started + HUNG_AFTER_S
-    while time.monotonic() < deadline:
-        msg = bus.timed_pop_filtered(
-            int((deadline - time.monotonic()) * Gst.SECOND),
-            Gst.MessageType.ERROR | Gst.MessageType.EOS |
-            Gst.MessageType.ELEMENT)
-        if msg is None or msg.type != Gst.MessageType.ELEMENT:
-            break
-        name = msg.get_structure().get_name()
-        if name == "gpufan-lane-failed" and failed is None:
-            failed = time.monotonic()
-            workers[0].wait()
-            workers[0] = restart()
-        elif name == "gpufan-lane-restored" and restored is None:
-            restored = time.monotonic()
-    ended = time.monotonic()
-    pipeline.set_state(Gst.State.NULL)
-    if msg is None or msg.type != Gst.MessageType.EOS:
-        raise RuntimeError(f"kill run: no EOS ({msg.type if msg else 'hung'})")
-    if not killed or failed is None:
-        raise RuntimeError(f"kill run: killed {bool(killed)}, failed "
-                           f"{failed is not None}")
-    # None: the stream ended before the rebuild (a short --smoke run)
-    return (ended - started, failed - killed[0],
-            restored - failed if restored else None), pts
 
 
 def make_input(path, frames, size, gop):
@@ -184,11 +111,12 @@ def main():
     path = os.path.join(tmp, "in.mp4")
     kill_path = os.path.join(tmp, "kill.mp4")
     make_input(path, args.frames, size, args.gop)
-    ports = [free_port_pair(), free_port_pair()]
+    ports = [remote_lanes.free_port_pair(), remote_lanes.free_port_pair()]
     workers = []
     try:
         for port in ports:
-            workers.append(start_worker(args.worker, port, branch))
+            workers.append(
+                remote_lanes.start_worker(args.worker, port, branch))
         head = (f"filesrc location={path} ! qtdemux ! h264parse ! "
                 "gpufanout name=f chunk=keyframes devices=cpu:2 "
                 "gpufanin name=i ! fakesink name=timedsink sync=false ")
@@ -221,18 +149,28 @@ def main():
             f"chunk=keyframes remote-lanes=\"{uris}\" "
             "lane-restart-delay=200000000 ! fakesink name=timedsink "
             "sync=false")
-        (kill_s, to_failed, to_restored), pts = run_kill(
-            kill_launch, workers,
-            lambda: start_worker(args.worker, ports[0], branch),
-            args.frames // 3)
+        msg, pts, times = remote_lanes.run_killing_a_worker(
+            Gst.parse_launch(kill_launch), "timedsink", workers,
+            args.frames // 3,
+            lambda: remote_lanes.start_worker(args.worker, ports[0], branch),
+            stamp=decode_order_stamp)
+        if msg is None or msg.type != Gst.MessageType.EOS:
+            raise RuntimeError(f"kill run: no EOS ({msg.type if msg else 'hung'})")
+        if times["killed"] is None or times["failed"] is None:
+            raise RuntimeError(f"kill run: killed {times['killed'] is not None}"
+                               f", failed {times['failed'] is not None}")
+        kill_s = times["ended"] - times["started"]
+        to_failed = times["failed"] - times["killed"]
+        # None: the stream ended before the rebuild (a short --smoke run)
+        to_restored = times["restored"] - times["failed"] \
+            if times["restored"] else None
         if len(pts) != kill_frames or pts != sorted(pts) or \
                 len(set(pts)) != kill_frames:
             raise RuntimeError(f"kill run: {len(pts)} of {kill_frames} "
                                f"frames, in order: {pts == sorted(pts)}")
     finally:
         for worker in workers:
-            worker.terminate()
-            worker.communicate(timeout=HUNG_AFTER_S)
+            remote_lanes.stop_worker(worker)
         for p in (path, kill_path):
             if os.path.exists(p):
                 os.unlink(p)

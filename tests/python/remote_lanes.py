@@ -291,6 +291,49 @@ def check_bin(program):
                            f"of {frames}; the same: {remote == local}")
 
 
+def run_killing_a_worker(pipeline, sink, workers, kill_after, restart,
+                         stamp=lambda buffer: buffer.pts):
+    """Plays @pipeline to EOS or ERROR. Once @kill_after buffers reached the
+    element named @sink, workers[0] is SIGKILLed; at the first
+    gpufan-lane-failed it is replaced by restart(). Returns the last
+    message (None: hung), stamp() of each buffer at @sink, and the
+    monotonic times started, killed, failed, restored and ended (None for
+    what did not happen). Also the benchmark's kill-and-restart run."""
+    stamps = []
+    times = dict.fromkeys(("killed", "failed", "restored"))
+
+    def probe(_pad, info):
+        stamps.append(stamp(info.get_buffer()))
+        if len(stamps) == kill_after:
+            workers[0].kill()
+            times["killed"] = time.monotonic()
+        return Gst.PadProbeReturn.OK
+
+    pipeline.get_by_name(sink).get_static_pad("sink").add_probe(
+        Gst.PadProbeType.BUFFER, probe)
+    bus = pipeline.get_bus()
+    times["started"] = time.monotonic()
+    pipeline.set_state(Gst.State.PLAYING)
+    deadline = times["started"] + HUNG_AFTER_S
+    msg = None
+    while time.monotonic() < deadline:
+        msg = bus.timed_pop_filtered(
+            int((deadline - time.monotonic()) * Gst.SECOND),
+            Gst.MessageType.ERROR | Gst.MessageType.EOS |
+            Gst.MessageType.ELEMENT)
+        if msg is None or msg.type != Gst.MessageType.ELEMENT:
+            break
+        name = msg.get_structure().get_name()
+        if name == "gpufan-lane-failed" and times["failed"] is None:
+            times["failed"] = time.monotonic()
+            workers[0] = restart()
+        elif name == "gpufan-lane-restored" and times["restored"] is None:
+            times["restored"] = time.monotonic()
+    times["ended"] = time.monotonic()
+    pipeline.set_state(Gst.State.NULL)
+    return msg, stamps, times
+
+
 def check_kill_restart(program, chunks=False):
     """gpufanbin over two workers; worker 0 is SIGKILLed mid-stream and
     started again on the same ports once its lane failed: every frame comes
@@ -313,44 +356,16 @@ def check_kill_restart(program, chunks=False):
         "video/x-raw,width=64,height=48,framerate=60/1,format=I420 ! "
         f"gpufanbin name=b remote-lanes=\"{uris}\" {mode}"
         f"lane-restart-delay=200000000 ! {decode}fakesink name=fs sync=false")
-    pts = []
-    killed_at = [None]
-    kill_after = 60
-
-    def probe(_pad, info):
-        pts.append(info.get_buffer().pts)
-        if len(pts) == kill_after:
-            workers[0].proc.kill()
-            killed_at[0] = time.monotonic()
-        return Gst.PadProbeReturn.OK
-
-    pipeline.get_by_name("fs").get_static_pad("sink").add_probe(
-        Gst.PadProbeType.BUFFER, probe)
-    bus = pipeline.get_bus()
-    pipeline.set_state(Gst.State.PLAYING)
-    failed = restored = None
-    deadline = time.monotonic() + HUNG_AFTER_S
-    msg = None
-    while time.monotonic() < deadline:
-        msg = bus.timed_pop_filtered(
-            int((deadline - time.monotonic()) * Gst.SECOND),
-            Gst.MessageType.ERROR | Gst.MessageType.EOS |
-            Gst.MessageType.ELEMENT)
-        if msg is None or msg.type != Gst.MessageType.ELEMENT:
-            break
-        name = msg.get_structure().get_name()
-        if name == "gpufan-lane-failed" and failed is None:
-            failed = time.monotonic()
-            workers[0].proc.wait()
-            # the same ports: a restarted pod keeps its name and port
-            workers[0] = start_worker(program, ports[0], branch)
-        elif name == "gpufan-lane-restored" and restored is None:
-            restored = time.monotonic()
-    pipeline.set_state(Gst.State.NULL)
+    # the same ports: a restarted pod keeps its name and port
+    msg, pts, times = run_killing_a_worker(
+        pipeline, "fs", workers, 60,
+        lambda: start_worker(program, ports[0], branch))
+    killed_at, failed, restored = (times["killed"], times["failed"],
+                                   times["restored"])
     if msg is None or msg.type != Gst.MessageType.EOS:
         raise RuntimeError(f"no EOS: {msg.parse_error() if msg else 'hung'}")
-    if killed_at[0] is None or failed is None or restored is None:
-        raise RuntimeError(f"killed {killed_at[0] is not None}, lane failed "
+    if killed_at is None or failed is None or restored is None:
+        raise RuntimeError(f"killed {killed_at is not None}, lane failed "
                            f"{failed is not None}, restored "
                            f"{restored is not None}")
     if len(pts) != frames or pts != sorted(pts) or len(set(pts)) != frames:
@@ -361,7 +376,7 @@ def check_kill_restart(program, chunks=False):
         raise RuntimeError(f"{len(pts)} frames of {frames}, in order "
                            f"{pts == sorted(pts)}, distinct {len(set(pts))}, "
                            f"missing {missing[:20]}")
-    print(f"lane failed {failed - killed_at[0]:.1f} s after the kill, "
+    print(f"lane failed {failed - killed_at:.1f} s after the kill, "
           f"restored {restored - failed:.1f} s after that")
     for worker in workers:
         rc, out = stop_worker(worker, client=True)
